@@ -1,0 +1,46 @@
+# Topic and channel name rules: 1 to 64 characters of [.a-zA-Z0-9_-], with an
+# optional "#ephemeral" suffix, checked before anything reaches the wire.
+from __future__ import annotations
+
+import re
+
+from .errors import InvalidArgumentError
+
+VALID_NAME_RE = re.compile(r"[.a-zA-Z0-9_-]+(#ephemeral)?")
+
+
+def _is_valid_name(name: object) -> bool:
+    if isinstance(name, bytes):
+        try:
+            name = name.decode("ascii")
+        except UnicodeDecodeError:
+            return False
+    if not isinstance(name, str) or not 0 < len(name) <= 64:
+        return False
+    return VALID_NAME_RE.fullmatch(name) is not None
+
+
+def valid_topic_name(topic: object) -> bool:
+    return _is_valid_name(topic)
+
+
+def valid_channel_name(channel: object) -> bool:
+    return _is_valid_name(channel)
+
+
+def check_topic(topic: object) -> str:
+    """Return the topic as str, or raise InvalidArgumentError naming the problem."""
+    if not valid_topic_name(topic):
+        raise InvalidArgumentError(
+            "invalid topic name %r: use 1 to 64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral" % (topic,)
+        )
+    return topic.decode("ascii") if isinstance(topic, bytes) else topic  # type: ignore[union-attr, return-value]
+
+
+def check_channel(channel: object) -> str:
+    if not valid_channel_name(channel):
+        raise InvalidArgumentError(
+            "invalid channel name %r: use 1 to 64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral"
+            % (channel,)
+        )
+    return channel.decode("ascii") if isinstance(channel, bytes) else channel  # type: ignore[union-attr, return-value]
