@@ -1,0 +1,79 @@
+# What Reader and Writer share: pynsq's refusal of unknown connection keyword
+# arguments, address parsing, reconnect delays, and the registry of live
+# clients that nsq.run() waits on and closes.
+from __future__ import annotations
+
+import inspect
+import random
+import threading
+import weakref
+from typing import Any, Iterable
+
+from .conn import Connection
+from .errors import ConfigError
+
+_CONN_ARGS = frozenset(
+    name
+    for name, p in inspect.signature(Connection.__init__).parameters.items()
+    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in ("self", "host", "port")
+)
+
+
+class InvalidKeywordArgumentError(ConfigError, AssertionError):
+    """Unknown keyword argument; an AssertionError too, as pynsq raises."""
+
+
+def check_conn_kwargs(kwargs: dict[str, Any]) -> None:
+    unknown = sorted(set(kwargs) - _CONN_ARGS)
+    if unknown:
+        raise InvalidKeywordArgumentError("Invalid keyword argument(s): %s" % unknown)
+
+
+def address_list(addresses: Any, what: str) -> list[str]:
+    """Any iterable of addresses (a map object too) or a single string, as a list."""
+    if addresses is None:
+        return []
+    if isinstance(addresses, (str, bytes)):
+        addresses = [addresses]
+    result = []
+    for address in addresses:
+        if isinstance(address, bytes):
+            address = address.decode()
+        if not isinstance(address, str) or not address:
+            raise ConfigError("%s must hold address strings, not %r" % (what, address))
+        result.append(address)
+    return result
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """'host:port' or '[v6]:port' -> (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError("nsqd address %r is not host:port" % (address,))
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def reconnect_delay(failures: int, cap: float, base: float = 0.1) -> float:
+    """Exponential backoff with full jitter on the upper half, at most cap."""
+    delay = min(cap, base * (2 ** min(failures, 30)))
+    return delay / 2 + random.random() * delay / 2
+
+
+_live_clients: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def register(client: Any) -> None:
+    with _live_lock:
+        _live_clients.add(client)
+
+
+def live_clients() -> list[Any]:
+    with _live_lock:
+        return [c for c in _live_clients if not c.is_closed()]
+
+
+def iter_conns(conns: Iterable[Connection]) -> list[Connection]:
+    return [c for c in list(conns) if c.is_connected()]

@@ -1,0 +1,575 @@
+# One connection to one nsqd: the handshake (magic, IDENTIFY, TLS, compression,
+# AUTH), a reader task that feeds the codec and dispatches frames, heartbeat
+# answers and dead-peer detection, coalesced writes, and the FIFO that pairs
+# nsqd's in-order responses with the commands waiting for them.
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import socket
+from typing import Any, Callable, Mapping
+
+from . import codec, events
+from .errors import (
+    AuthError,
+    ConfigError,
+    ConnectionClosedError,
+    Error,
+    FeatureNegotiationError,
+    FinFailedError,
+    ProtocolError,
+    ReqFailedError,
+    ServerError,
+    TouchFailedError,
+    server_error,
+)
+from .message import Message
+from .runtime import Backend, get_backend, monotonic
+from .transport import DEFAULT_READ_SIZE, DeflateStream, PlainStream, SnappyStream, make_ssl_context
+from .version import __version__
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_USER_AGENT = "nsqfast/%s" % __version__
+DEFAULT_MAX_RDY_COUNT = 2500
+HEARTBEAT = b"_heartbeat_"
+OK = b"OK"
+CLOSE_WAIT = b"CLOSE_WAIT"
+
+INIT, CONNECTING, CONNECTED, CLOSING, CLOSED = "INIT", "CONNECTING", "CONNECTED", "CLOSING", "CLOSED"
+
+Callback = Callable[["Connection", Any], None]
+
+
+class Pending:
+    """A command waiting for its response: a callback, or an event to block on."""
+
+    __slots__ = ("callback", "event", "result")
+
+    def __init__(self, callback: Callback | None = None, event: Any = None) -> None:
+        self.callback = callback
+        self.event = event
+        self.result: Any = None
+
+
+def _validated_settings(
+    heartbeat_interval: float | None,
+    snappy: bool,
+    deflate: bool,
+    deflate_level: int,
+    sample_rate: int,
+    msg_timeout: float | None,
+    requeue_delay: float,
+    max_requeue_delay: float,
+) -> None:
+    if snappy and deflate:
+        raise ConfigError("snappy and deflate cannot both be enabled on one connection")
+    if not isinstance(deflate_level, int) or not 1 <= deflate_level <= 9:
+        raise ConfigError("deflate_level must be an int from 1 to 9, not %r" % (deflate_level,))
+    if not isinstance(sample_rate, int) or not 0 <= sample_rate <= 99:
+        raise ConfigError("sample_rate must be an int from 0 to 99, not %r" % (sample_rate,))
+    if heartbeat_interval is not None and heartbeat_interval != -1 and not heartbeat_interval >= 1:
+        raise ConfigError("heartbeat_interval must be at least 1 second (or -1 to disable), not %r" % (heartbeat_interval,))
+    if msg_timeout is not None and (isinstance(msg_timeout, bool) or not isinstance(msg_timeout, (int, float)) or msg_timeout <= 0):
+        raise ConfigError("msg_timeout must be a positive number of seconds, not %r" % (msg_timeout,))
+    for name, value in (("requeue_delay", requeue_delay), ("max_requeue_delay", max_requeue_delay)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError("%s must be a non-negative number of seconds, not %r" % (name, value))
+
+
+class Connection(events.EventedMixin):
+    """A connection to one nsqd, usable on gevent or threads.
+
+    ``connect()`` blocks until the handshake is done; afterwards a reader task
+    dispatches frames. Messages go to ``message_sink(conn, messages)`` when set
+    (the Reader does this), otherwise to the ``message`` event one by one.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout: float = 1.0,
+        heartbeat_interval: float = 30,
+        requeue_delay: float = 90,
+        tls_v1: bool = False,
+        tls_options: Mapping[str, Any] | Any = None,
+        snappy: bool = False,
+        deflate: bool = False,
+        deflate_level: int = 6,
+        user_agent: str = DEFAULT_USER_AGENT,
+        output_buffer_size: int = 16 * 1024,
+        output_buffer_timeout: int = 250,
+        sample_rate: int = 0,
+        io_loop: Any = None,
+        auth_secret: bytes | str | None = None,
+        msg_timeout: float | None = None,
+        hostname: str | None = None,
+        client_id: str | None = None,
+        topology_zone: str | None = None,
+        topology_region: str | None = None,
+        max_requeue_delay: float = 900,
+        max_frame_size: int = codec.DEFAULT_MAX_FRAME_SIZE,
+        read_size: int = DEFAULT_READ_SIZE,
+        backend: str | Backend = "auto",
+    ) -> None:
+        _validated_settings(
+            heartbeat_interval, snappy, deflate, deflate_level, sample_rate, msg_timeout, requeue_delay, max_requeue_delay
+        )
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ConfigError("port must be an int from 1 to 65535, not %r" % (port,))
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.requeue_delay = requeue_delay
+        self.max_requeue_delay = max_requeue_delay
+        self.tls_v1 = tls_v1
+        self.tls_options = tls_options
+        self.snappy = snappy
+        self.deflate = deflate
+        self.deflate_level = deflate_level
+        self.user_agent = user_agent
+        self.output_buffer_size = output_buffer_size
+        self.output_buffer_timeout = output_buffer_timeout
+        self.sample_rate = sample_rate
+        self._auth_secret = auth_secret
+        self.msg_timeout = msg_timeout
+        self.hostname = hostname or socket.gethostname()
+        self.client_id = client_id or self.hostname.split(".")[0]
+        self.topology_zone = topology_zone
+        self.topology_region = topology_region
+        self.max_frame_size = max_frame_size
+        self.read_size = read_size
+        self.backend = get_backend(backend)
+        if tls_v1:
+            self._ssl_context = make_ssl_context(tls_options)
+
+        self.state = INIT
+        self.features: dict[str, Any] = {}
+        self.max_rdy_count = DEFAULT_MAX_RDY_COUNT
+        self.auth_identity: dict[str, Any] | None = None
+        self.in_flight = 0
+        self.rdy = 0
+        self.last_rdy = 0
+        self.last_recv_timestamp = 0.0
+        self.last_msg_timestamp = 0.0
+        self.close_error: BaseException | None = None
+        self.message_sink: Callable[["Connection", list[Message]], None] | None = None
+        # Called after each FIN/REQ with success True (FIN), False (REQ with
+        # backoff) or None (REQ without backoff).
+        self.response_listener: Callable[["Connection", Message, bool | None], None] | None = None
+
+        self._stream: Any = None
+        self._decoder = codec.FrameDecoder(max_frame_size)
+        self._early_frames: collections.deque = collections.deque()
+        self._lock = self.backend.lock()
+        self._out: list[bytes] = []
+        self._writing = False
+        self._waiters: collections.deque[Pending] = collections.deque()
+        self._closed = self.backend.event()
+        self._reader_task: Any = None
+
+    # -- introspection --------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return "%s:%d" % (self.host, self.port)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def __repr__(self) -> str:
+        return "<nsq.Connection %s %s rdy=%d in_flight=%d>" % (self.id, self.state, self.rdy, self.in_flight)
+
+    def is_connected(self) -> bool:
+        return self.state == CONNECTED
+
+    def connected(self) -> bool:
+        return self.state == CONNECTED
+
+    def closed(self) -> bool:
+        return self.state == CLOSED
+
+    # -- handshake ------------------------------------------------------
+
+    def identify_data(self) -> dict[str, Any]:
+        heartbeat = self.heartbeat_interval
+        data: dict[str, Any] = {
+            "client_id": self.client_id,
+            "hostname": self.hostname,
+            "feature_negotiation": True,
+            "heartbeat_interval": -1 if heartbeat in (None, -1) else int(heartbeat * 1000),
+            "output_buffer_size": self.output_buffer_size,
+            "output_buffer_timeout": self.output_buffer_timeout,
+            "tls_v1": bool(self.tls_v1),
+            "snappy": bool(self.snappy),
+            "deflate": bool(self.deflate),
+            "deflate_level": self.deflate_level,
+            "sample_rate": self.sample_rate,
+            "user_agent": self.user_agent,
+        }
+        if self.msg_timeout is not None:
+            data["msg_timeout"] = int(self.msg_timeout * 1000)
+        if self.topology_zone is not None:
+            data["topology_zone"] = self.topology_zone
+        if self.topology_region is not None:
+            data["topology_region"] = self.topology_region
+        return data
+
+    def connect(self) -> None:
+        """Open the socket and negotiate; raises on any failure (and closes)."""
+        if self.state != INIT:
+            raise Error("connection %s was already used (state %s); make a new one" % (self.id, self.state))
+        self.state = CONNECTING
+        try:
+            sock = self.backend.create_connection((self.host, self.port), self.timeout)
+        except OSError as exc:
+            self.state = CLOSED
+            self.close_error = exc
+            self._closed.set()
+            raise ConnectionClosedError("cannot connect to nsqd %s: %s" % (self.id, exc)) from exc
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._stream = PlainStream(sock, self.read_size)
+            self._handshake(sock)
+        except BaseException as exc:
+            self._close_now(exc)
+            if isinstance(exc, (socket.timeout, OSError, EOFError)):
+                raise ConnectionClosedError("handshake with nsqd %s failed: %s" % (self.id, exc)) from exc
+            raise
+        self.state = CONNECTED
+        self._reader_task = self.backend.spawn(self._read_loop)
+        self.trigger(events.CONNECT, conn=self)
+
+    def _handshake(self, sock: socket.socket) -> None:
+        stream = self._stream
+        stream.send(codec.MAGIC_V2 + codec.encode_identify(self.identify_data()))
+        # Read the IDENTIFY response byte-exactly: what follows it may belong
+        # to the TLS or compressed stream.
+        size = stream.recv_exact(4)
+        frame_type, data = self._decoder.feed(size + stream.recv_exact(int.from_bytes(size, "big")))[0]
+        self._raise_if_error(frame_type, data)
+        self._apply_features(data)
+        if self.tls_v1:
+            self._require_feature("tls_v1")
+            tls_sock = self.backend.wrap_tls(sock, self._ssl_context, self.host)
+            self._stream = stream = PlainStream(tls_sock, self.read_size)
+            self._expect_ok("TLS")
+        if self.snappy:
+            self._require_feature("snappy")
+            self._stream = SnappyStream(stream)
+            self._expect_ok("snappy")
+        elif self.deflate:
+            self._require_feature("deflate")
+            self._stream = DeflateStream(stream, self.deflate_level)
+            self._expect_ok("deflate")
+        if self.features.get("auth_required"):
+            self._authenticate()
+        elif self._auth_secret:
+            logger.warning("[%s] auth_secret given but nsqd does not require AUTH; not sending it", self.id)
+        self._stream.settimeout(self._read_timeout())
+
+    def _apply_features(self, data: bytes) -> None:
+        if data == OK:
+            features: dict[str, Any] = {}
+        else:
+            try:
+                features = json.loads(data)
+            except ValueError as exc:
+                raise ProtocolError("IDENTIFY response is neither OK nor JSON: %r" % (bytes(data[:100]),)) from exc
+        self.features = features
+        self.max_rdy_count = int(features.get("max_rdy_count", DEFAULT_MAX_RDY_COUNT))
+        self.trigger(events.IDENTIFY_RESPONSE, conn=self, data=features)
+
+    def _require_feature(self, name: str) -> None:
+        if not self.features.get(name):
+            raise FeatureNegotiationError(
+                "%s was requested but nsqd %s does not offer it (start nsqd with the matching flags)" % (name, self.id)
+            )
+
+    def _expect_ok(self, what: str) -> None:
+        frame_type, data = self._read_frame_sync()
+        self._raise_if_error(frame_type, data)
+        if data != OK:
+            raise ProtocolError("expected OK after %s negotiation, got %r" % (what, bytes(data[:100])))
+
+    def _authenticate(self) -> None:
+        if not self._auth_secret:
+            raise AuthError("nsqd %s requires AUTH but no auth_secret was given" % (self.id,), code="E_AUTH_REQUIRED")
+        self._stream.send(codec.encode_auth(self._auth_secret))
+        frame_type, data = self._read_frame_sync()
+        self._raise_if_error(frame_type, data)
+        try:
+            self.auth_identity = json.loads(data)
+        except ValueError as exc:
+            raise ProtocolError("AUTH response is not JSON") from exc
+        self.trigger(events.AUTH, conn=self, data=self.auth_identity)
+
+    def _read_frame_sync(self) -> tuple[int, Any]:
+        early = self._early_frames
+        while not early:
+            data = self._stream.recv()
+            if not data:
+                raise EOFError("nsqd %s closed the connection during the handshake" % (self.id,))
+            early.extend(self._decoder.feed(data))
+        return early.popleft()
+
+    @staticmethod
+    def _raise_if_error(frame_type: int, data: Any) -> None:
+        if frame_type == codec.FRAME_TYPE_ERROR:
+            raise server_error(data)
+        if frame_type != codec.FRAME_TYPE_RESPONSE:
+            raise ProtocolError("expected a response frame during the handshake, got frame type %d" % frame_type)
+
+    def _read_timeout(self) -> float | None:
+        if self.heartbeat_interval in (None, -1):
+            return None
+        return 2.0 * self.heartbeat_interval
+
+    # -- reading ----------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        error: BaseException | None = None
+        try:
+            if self._early_frames:
+                frames = list(self._early_frames)
+                self._early_frames.clear()
+                self._handle_frames(frames)
+            stream = self._stream
+            feed = self._decoder.feed
+            while self.state in (CONNECTED, CLOSING):
+                data = stream.recv()
+                if not data:
+                    raise ConnectionClosedError("nsqd %s closed the connection" % (self.id,))
+                self.last_recv_timestamp = monotonic()
+                frames = feed(data)
+                if frames:
+                    self._handle_frames(frames)
+        except socket.timeout:
+            error = ConnectionClosedError(
+                "nothing received from nsqd %s for two heartbeat intervals (%.1fs); assuming it is gone"
+                % (self.id, self._read_timeout() or 0)
+            )
+        except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
+            error = exc
+        if self.state != CLOSED:
+            if error is not None and not isinstance(error, (ConnectionClosedError, OSError)):
+                logger.error("[%s] closing after error: %r", self.id, error)
+            self._close_now(error)
+
+    def _handle_frames(self, frames: list) -> None:
+        messages: list[Message] | None = None
+        for frame_type, data in frames:
+            if frame_type == 2:
+                timestamp, attempts, message_id, body = data
+                message = Message(message_id, body, timestamp, attempts, self)
+                if messages is None:
+                    messages = [message]
+                else:
+                    messages.append(message)
+            elif frame_type == 0:
+                if data == HEARTBEAT:
+                    self._on_heartbeat()
+                else:
+                    self._on_response(data)
+            else:
+                self._on_error(server_error(data))
+        if messages is not None:
+            count = len(messages)
+            self.in_flight += count
+            self.rdy = max(self.rdy - count, 0)
+            self.last_msg_timestamp = monotonic()
+            sink = self.message_sink
+            if sink is not None:
+                sink(self, messages)
+            else:
+                for message in messages:
+                    self.trigger(events.MESSAGE, conn=self, message=message)
+
+    def _on_heartbeat(self) -> None:
+        self.trigger(events.HEARTBEAT, conn=self)
+        try:
+            self.send(codec.encode_nop())
+        except Error:
+            pass
+
+    def _on_response(self, data: bytes) -> None:
+        try:
+            waiter = self._waiters.popleft()
+        except IndexError:
+            waiter = None
+        if self.has_listeners(events.RESPONSE):
+            self.trigger(events.RESPONSE, conn=self, data=data)
+        if waiter is not None:
+            self._resolve(waiter, data)
+        if data == CLOSE_WAIT:
+            self.state = CLOSING
+
+    def _on_error(self, error: ServerError) -> None:
+        if isinstance(error, (FinFailedError, ReqFailedError, TouchFailedError)):
+            logger.warning("[%s] %s", self.id, error)
+        else:
+            try:
+                waiter = self._waiters.popleft()
+            except IndexError:
+                waiter = None
+            if waiter is not None:
+                self._resolve(waiter, error)
+            else:
+                logger.error("[%s] %s", self.id, error)
+        self.trigger(events.ERROR, conn=self, error=error)
+        if error.fatal:
+            self._close_now(error)
+
+    def _resolve(self, waiter: Pending, result: Any) -> None:
+        waiter.result = result
+        if waiter.callback is not None:
+            try:
+                waiter.callback(self, result)
+            except Exception:
+                logger.exception("[%s] callback raised", self.id)
+        if waiter.event is not None:
+            waiter.event.set()
+
+    # -- writing ----------------------------------------------------------
+
+    def send(self, data: bytes, waiter: Pending | None = None, flush: bool = True) -> None:
+        """Queue a command; commands queued while a write is in flight leave
+        together in the next single write. With flush=False the bytes wait
+        for the next flush() or send()."""
+        with self._lock:
+            if self.state not in (CONNECTED, CLOSING):
+                raise ConnectionClosedError("connection to nsqd %s is %s" % (self.id, self.state.lower()))
+            self._out.append(data)
+            if waiter is not None:
+                self._waiters.append(waiter)
+            if self._writing or not flush:
+                return
+            self._writing = True
+        self._drain()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._writing or not self._out or self.state not in (CONNECTED, CLOSING):
+                return
+            self._writing = True
+        self._drain()
+
+    def _drain(self) -> None:
+        out = self._out
+        while True:
+            with self._lock:
+                if not out:
+                    self._writing = False
+                    return
+                data = out[0] if len(out) == 1 else b"".join(out)
+                out.clear()
+            try:
+                self._stream.send(data)
+            except BaseException as exc:
+                with self._lock:
+                    self._writing = False
+                self._close_now(exc)
+                raise ConnectionClosedError("write to nsqd %s failed: %s" % (self.id, exc)) from exc
+
+    def request(self, data: bytes, timeout: float | None = None) -> bytes:
+        """Send a command that nsqd answers and block for the answer."""
+        waiter = Pending(event=self.backend.event())
+        self.send(data, waiter)
+        if not waiter.event.wait(timeout if timeout is not None else self.timeout * 10):
+            raise ConnectionClosedError("no answer from nsqd %s in time" % (self.id,))
+        if isinstance(waiter.result, BaseException):
+            raise waiter.result
+        return waiter.result
+
+    # -- commands ---------------------------------------------------------
+
+    def subscribe(self, topic: str, channel: str) -> None:
+        self.request(codec.encode_sub(topic, channel))
+
+    def send_rdy(self, count: int, flush: bool = True) -> None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError("RDY count must be a non-negative int, not %r" % (count,))
+        if count > self.max_rdy_count:
+            raise ConfigError("RDY %d exceeds nsqd %s's max_rdy_count of %d" % (count, self.id, self.max_rdy_count))
+        self.send(codec.encode_rdy(count), flush=flush)
+        self.rdy = count
+        self.last_rdy = count
+        self.trigger(events.READY, conn=self)
+
+    def _respond(self, data: bytes, message: Message, success: bool | None) -> None:
+        if not self.backend.in_backend_context():
+            self.backend.call_threadsafe(self._respond, data, message, success)
+            return
+        try:
+            self.send(data, flush=not self.batching)
+        except ConnectionClosedError:
+            logger.warning("[%s] cannot answer message %r: connection closed; nsqd will redeliver it", self.id, message.id)
+        self.in_flight -= 1
+        listener = self.response_listener
+        if listener is not None:
+            listener(self, message, success)
+
+    #: While True (the Reader sets it around a batch of handler calls), answers
+    #: wait in the write buffer for the next flush() instead of leaving one by one.
+    batching = False
+
+    def _finish_message(self, message: Message) -> None:
+        self._respond(codec.encode_fin(message.id), message, True)
+
+    def requeue_delay_ms(self, message: Message, delay: float) -> int:
+        """REQ delay in ms: the given seconds, or requeue_delay x attempts capped by max_requeue_delay."""
+        if delay < 0:
+            delay = min(self.requeue_delay * message.attempts, self.max_requeue_delay)
+        return int(delay * 1000)
+
+    def _requeue_message(self, message: Message, delay: float, backoff: bool) -> None:
+        self._respond(codec.encode_req(message.id, self.requeue_delay_ms(message, delay)), message, False if backoff else None)
+
+    def _touch_message(self, message: Message) -> None:
+        if not self.backend.in_backend_context():
+            self.backend.call_threadsafe(self._touch_message, message)
+            return
+        self.send(codec.encode_touch(message.id))
+        self.trigger(events.TOUCH, conn=self, message=message)
+
+    # -- closing ----------------------------------------------------------
+
+    def close_gracefully(self, timeout: float) -> bool:
+        """Send CLS and wait for CLOSE_WAIT; True when nsqd confirmed it."""
+        try:
+            result = self.request(codec.encode_cls(), timeout)
+        except Error:
+            return False
+        return result == CLOSE_WAIT
+
+    def close(self) -> None:
+        self._close_now(None)
+
+    def _close_now(self, error: BaseException | None) -> None:
+        with self._lock:
+            if self.state == CLOSED:
+                return
+            self.state = CLOSED
+            self.close_error = error
+            waiters = list(self._waiters)
+            self._waiters.clear()
+            self._out.clear()
+        if self._stream is not None:
+            try:
+                self._stream.close()
+            except Exception:
+                pass
+        closed_error = ConnectionClosedError("connection to nsqd %s closed%s" % (self.id, ": %s" % (error,) if error else ""))
+        for waiter in waiters:
+            self._resolve(waiter, closed_error)
+        self._closed.set()
+        self.trigger(events.CLOSE, conn=self)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return bool(self._closed.wait(timeout))
+
+
+AsyncConn = Connection

@@ -1,0 +1,331 @@
+# The publisher. pynsq's Writer signature and callback contract, plus blocking
+# calls that return only when nsqd has the message, publishes pipelined from
+# any number of callers, spreading over several nsqd with background
+# reconnection, and concurrent PUBs to one topic joined into one MPUB.
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+from typing import Any, Callable, Iterable
+
+from . import client, codec
+from .conn import Connection, Pending
+from .errors import (
+    ConnectionClosedError,
+    Error,
+    InvalidArgumentError,
+    InvalidBodyError,
+    MessageTooLargeError,
+    SendError,
+    TimeoutError,
+)
+from .names import check_topic
+from .runtime import get_backend, monotonic
+
+logger = logging.getLogger(__name__)
+
+Callback = Callable[[Any, Any], None]
+
+DEFAULT_MAX_MSG_SIZE = 1024 * 1024  # nsqd's --max-msg-size default
+DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024  # nsqd's --max-body-size default
+BATCH_MAX_COUNT = 2000
+
+
+class _TopicLane:
+    """PUBs to one topic on one connection: at most one command in flight;
+    PUBs that arrive meanwhile wait in batches and leave as one MPUB each."""
+
+    __slots__ = ("conn", "topic", "busy", "batches", "max_bytes")
+
+    def __init__(self, conn: Connection, topic: str, max_bytes: int) -> None:
+        self.conn = conn
+        self.topic = topic
+        self.busy = False
+        self.batches: collections.deque[tuple[list[bytes], list[Pending], list[int]]] = collections.deque()
+        self.max_bytes = max_bytes
+
+    def publish(self, body: bytes, waiter: Pending) -> None:
+        conn = self.conn
+        with conn._lock:
+            if self.busy:
+                batches = self.batches
+                if batches:
+                    bodies, waiters, size = batches[-1]
+                    if size[0] + len(body) + 4 <= self.max_bytes and len(bodies) < BATCH_MAX_COUNT:
+                        bodies.append(body)
+                        waiters.append(waiter)
+                        size[0] += len(body) + 4
+                        return
+                batches.append(([body], [waiter], [len(body) + 4]))
+                return
+            self.busy = True
+        self._send([body], [waiter])
+
+    def _send(self, bodies: list[bytes], waiters: list[Pending]) -> None:
+        if len(bodies) == 1:
+            data = codec.encode_pub(self.topic, bodies[0])
+        else:
+            data = codec.encode_mpub(self.topic, bodies)
+        shared = Pending(callback=lambda conn, result: self._answered(waiters, result))
+        try:
+            self.conn.send(data, shared)
+        except ConnectionClosedError as exc:
+            self._answered(waiters, exc)
+
+    def _answered(self, waiters: list[Pending], result: Any) -> None:
+        conn = self.conn
+        for waiter in waiters:
+            conn._resolve(waiter, result)
+        with conn._lock:
+            if not self.batches:
+                self.busy = False
+                return
+            bodies, next_waiters, _ = self.batches.popleft()
+        self._send(bodies, next_waiters)
+
+
+class Writer:
+    """Publishes to one or more nsqd.
+
+    Without a callback, pub/mpub/dpub block until nsqd answers and return
+    b"OK" or raise; with one, they return at once and later call
+    ``callback(conn, data)`` where data is b"OK" or an nsq.Error.
+    """
+
+    def __init__(
+        self,
+        nsqd_tcp_addresses: Iterable[str] | str,
+        reconnect_interval: float = 15.0,
+        name: str | None = None,
+        *,
+        publish_timeout: float = 10.0,
+        retry_publish: bool = False,
+        max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        join_publishes: bool = True,
+        **conn_kwargs: Any,
+    ) -> None:
+        client.check_conn_kwargs(conn_kwargs)
+        addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
+        if not addresses:
+            raise InvalidArgumentError("Writer needs at least one nsqd address")
+        if isinstance(reconnect_interval, bool) or not isinstance(reconnect_interval, (int, float)) or reconnect_interval <= 0:
+            raise InvalidArgumentError("reconnect_interval must be a positive number of seconds")
+        self.nsqd_tcp_addresses = addresses
+        self.name = name or addresses[0]
+        self.reconnect_interval = reconnect_interval
+        self.publish_timeout = publish_timeout
+        self.retry_publish = retry_publish
+        self.max_msg_size = max_msg_size
+        self.max_body_size = max_body_size
+        self.join_publishes = join_publishes
+        self.conn_kwargs = conn_kwargs
+        self.backend = get_backend(conn_kwargs.get("backend", "auto"))
+        self.conn_kwargs["backend"] = self.backend
+        self._targets = [client.split_host_port(a) for a in addresses]
+        self.conns: dict[str, Connection] = {}
+        self._conn_list: list[Connection] = []
+        self._lanes: dict[tuple[int, str], _TopicLane] = {}
+        self._round_robin = itertools.count()
+        self._lock = self.backend.lock()
+        self._connected = self.backend.event()
+        self._closing = self.backend.event()
+        self._closed = self.backend.event()
+        self._tasks = [self.backend.spawn(self._maintain, host, port) for host, port in self._targets]
+        client.register(self)
+
+    def __repr__(self) -> str:
+        return "<nsq.Writer %s conns=%d>" % (self.name, len(self._conn_list))
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- connections ------------------------------------------------------
+
+    def _maintain(self, host: str, port: int) -> None:
+        failures = 0
+        while not self._closing.is_set():
+            conn = Connection(host, port, **self.conn_kwargs)
+            try:
+                conn.connect()
+            except Exception as exc:
+                failures += 1
+                delay = client.reconnect_delay(failures, self.reconnect_interval)
+                logger.warning("[%s] cannot connect to %s:%d (%s); retrying in %.2fs", self.name, host, port, exc, delay)
+                self._closing.wait(delay)
+                continue
+            failures = 0
+            self._add(conn)
+            conn.wait_closed()
+            self._remove(conn)
+            if not self._closing.is_set():
+                logger.warning("[%s] connection to %s closed (%s); reconnecting", self.name, conn.id, conn.close_error)
+                self._closing.wait(client.reconnect_delay(1, self.reconnect_interval))
+
+    def _add(self, conn: Connection) -> None:
+        with self._lock:
+            if self._closing.is_set():
+                conn.close()
+                return
+            self.conns[conn.id] = conn
+            self._conn_list = list(self.conns.values())
+            self._connected.set()
+
+    def _remove(self, conn: Connection) -> None:
+        with self._lock:
+            if self.conns.get(conn.id) is conn:
+                del self.conns[conn.id]
+            self._conn_list = list(self.conns.values())
+            if not self._conn_list:
+                self._connected.clear()
+            for key in [k for k, lane in self._lanes.items() if lane.conn is conn]:
+                del self._lanes[key]
+
+    def _pick(self, exclude: Connection | None = None) -> Connection:
+        conns = self._conn_list
+        if not conns:
+            if self._closing.is_set():
+                raise SendError("writer is closed")
+            if not self._connected.wait(self.publish_timeout):
+                raise SendError("no open connections")
+            conns = self._conn_list
+            if not conns:
+                raise SendError("no open connections")
+        if exclude is not None and len(conns) > 1:
+            conns = [c for c in conns if c is not exclude]
+        return conns[next(self._round_robin) % len(conns)]
+
+    # -- validation -------------------------------------------------------
+
+    def _check_body(self, body: Any) -> bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise InvalidBodyError("message body must be bytes, not %s" % type(body).__name__)
+        if len(body) > self.max_msg_size:
+            raise MessageTooLargeError(
+                "message of %d bytes exceeds max_msg_size %d (nsqd --max-msg-size)" % (len(body), self.max_msg_size)
+            )
+        return body
+
+    def _check_bodies(self, msgs: Any) -> list[bytes]:
+        if isinstance(msgs, (bytes, bytearray, memoryview)):
+            msgs = [msgs]
+        if isinstance(msgs, str) or not isinstance(msgs, Iterable):
+            raise InvalidBodyError("mpub needs bytes or a list of bytes, not %s" % type(msgs).__name__)
+        bodies = [self._check_body(m) for m in msgs]
+        if not bodies:
+            raise InvalidArgumentError("mpub needs at least one message")
+        total = 4 + sum(len(b) + 4 for b in bodies)
+        if total > self.max_body_size:
+            raise MessageTooLargeError(
+                "MPUB body of %d bytes exceeds max_body_size %d (nsqd --max-body-size)" % (total, self.max_body_size)
+            )
+        return bodies
+
+    # -- publishing -------------------------------------------------------
+
+    def pub(self, topic: str, msg: bytes, callback: Callback | None = None) -> bytes | None:
+        topic = check_topic(topic)
+        body = self._check_body(msg)
+        if self.join_publishes:
+            return self._submit(lambda conn, waiter: self._lane(conn, topic).publish(body, waiter), callback)
+        data = codec.encode_pub(topic, body)
+        return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
+
+    def mpub(self, topic: str, msgs: Iterable[bytes] | bytes, callback: Callback | None = None) -> bytes | None:
+        topic = check_topic(topic)
+        data = codec.encode_mpub(topic, self._check_bodies(msgs))
+        return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
+
+    def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> bytes | None:
+        topic = check_topic(topic)
+        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0:
+            raise InvalidArgumentError("dpub delay_ms must be a non-negative int, not %r" % (delay_ms,))
+        data = codec.encode_dpub(topic, delay_ms, self._check_body(msg))
+        return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
+
+    def _lane(self, conn: Connection, topic: str) -> _TopicLane:
+        key = (id(conn), topic)
+        lane = self._lanes.get(key)
+        if lane is None or lane.conn is not conn:
+            lane = self._lanes[key] = _TopicLane(conn, topic, min(self.max_body_size, 1024 * 1024))
+        return lane
+
+    def _submit(self, send: Callable[[Connection, Pending], None], callback: Callback | None) -> bytes | None:
+        if callback is None:
+            return self._publish_blocking(send)
+        self._publish_with_callback(send, callback, retried=False)
+        return None
+
+    def _publish_blocking(self, send: Callable[[Connection, Pending], None]) -> bytes:
+        deadline = monotonic() + self.publish_timeout
+        tried: Connection | None = None
+        while True:
+            conn = self._pick(exclude=tried)
+            waiter = Pending(event=self.backend.event())
+            try:
+                send(conn, waiter)
+            except ConnectionClosedError as exc:
+                waiter.result = exc
+                waiter.event.set()
+            if not waiter.event.wait(max(deadline - monotonic(), 0)):
+                raise TimeoutError(
+                    "nsqd %s did not answer within %.1fs; the message may or may not have been published"
+                    % (conn.id, self.publish_timeout)
+                )
+            result = waiter.result
+            if isinstance(result, ConnectionClosedError) and self.retry_publish and tried is None:
+                tried = conn
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+    def _publish_with_callback(self, send: Callable[[Connection, Pending], None], callback: Callback, retried: bool) -> None:
+        try:
+            conn = self._pick()
+        except Error as exc:
+            callback(None, exc)
+            return
+
+        def answered(conn: Connection, result: Any) -> None:
+            if isinstance(result, ConnectionClosedError) and self.retry_publish and not retried:
+                self.backend.spawn(self._publish_with_callback, send, callback, True)
+                return
+            callback(conn, result)
+
+        waiter = Pending(callback=answered)
+        try:
+            send(conn, waiter)
+        except ConnectionClosedError as exc:
+            answered(conn, exc)
+
+    # -- lifecycle --------------------------------------------------------
+
+    def is_closed(self) -> bool:
+        return self._closed.is_set()
+
+    def wait_connected(self, timeout: float | None = None) -> bool:
+        """Block until at least one nsqd is connected."""
+        return bool(self._connected.wait(timeout))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Let publishes in flight get their answers (up to timeout), then close."""
+        if self._closing.is_set():
+            self._closed.wait(timeout)
+            return
+        self._closing.set()
+        deadline = monotonic() + timeout
+        for conn in list(self._conn_list):
+            while conn.is_connected() and (conn._waiters or conn._out) and monotonic() < deadline:
+                self.backend.sleep(0.005)
+        with self._lock:
+            conns = list(self.conns.values())
+        for conn in conns:
+            conn.close()
+        for task in self._tasks:
+            task.join(max(deadline - monotonic(), 0.1))
+        self._closed.set()
