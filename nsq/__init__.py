@@ -1,0 +1,69 @@
+# nsqfast: a fast NSQ client, importable as `nsq` with pynsq's public names.
+from __future__ import annotations
+
+from . import codec, protocol
+from .backoff_timer import BackoffTimer
+from .conn import AsyncConn, Connection
+from .errors import (
+    ConnectionClosedError,
+    Error,
+    IntegrityError,
+    ProtocolError,
+    SendError,
+)
+from .legacy_reader import LegacyReader
+from .message import Message
+from .protocol import (
+    FRAME_TYPE_ERROR,
+    FRAME_TYPE_MESSAGE,
+    FRAME_TYPE_RESPONSE,
+    auth,
+    decode_message,
+    dpub,
+    finish,
+    identify,
+    mpub,
+    nop,
+    pub,
+    ready,
+    requeue,
+    subscribe,
+    touch,
+    unpack_response,
+    valid_channel_name,
+    valid_topic_name,
+)
+from .reader import Reader
+from .run import run
+from .sync import SyncConn
+from .version import __version__
+from .writer import Writer
+
+__author__ = "nsqfast developers"
+__all__ = [
+    "Reader",
+    "Writer",
+    "run",
+    "BackoffTimer",
+    "Message",
+    "Error",
+    "LegacyReader",
+    "SyncConn",
+    "AsyncConn",
+    "unpack_response",
+    "decode_message",
+    "identify",
+    "subscribe",
+    "ready",
+    "finish",
+    "touch",
+    "requeue",
+    "nop",
+    "pub",
+    "mpub",
+    "valid_topic_name",
+    "valid_channel_name",
+    "FRAME_TYPE_RESPONSE",
+    "FRAME_TYPE_ERROR",
+    "FRAME_TYPE_MESSAGE",
+]

@@ -1,0 +1,474 @@
+# The consumer. pynsq's Reader signature and hooks over Connection: discovery
+# through nsqlookupd, reconnection, handler dispatch (one at a time unless
+# concurrency=N), max_tries and giving_up, RDY and backoff through the pure
+# RdyManager, acknowledgements written in batches, graceful close, stats.
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any, Callable, Iterable
+
+from . import client, lookupd
+from .conn import Connection
+from .errors import ConfigError, Error
+from .message import Message
+from .names import check_channel, check_topic
+from .rdy import RdyManager
+from .runtime import get_backend, monotonic
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[Message], Any]
+
+_STOP = object()
+
+
+class Reader:
+    """Consumes a topic/channel from nsqd (directly or discovered through nsqlookupd).
+
+    The handler returns True to finish a message and False to requeue it; an
+    exception requeues it too. ``message.enable_async()`` lets later code (any
+    thread or greenlet) call ``finish()``/``requeue()`` instead.
+    """
+
+    def __init__(
+        self,
+        topic: str | Handler,
+        channel: str,
+        message_handler: Handler | str | None = None,
+        name: str | None = None,
+        nsqd_tcp_addresses: Iterable[str] | str | None = None,
+        lookupd_http_addresses: Iterable[str] | str | None = None,
+        max_tries: int = 5,
+        max_in_flight: int = 1,
+        lookupd_poll_interval: float = 60,
+        low_rdy_idle_timeout: float = 10,
+        max_backoff_duration: float = 128,
+        lookupd_poll_jitter: float = 0.3,
+        lookupd_connect_timeout: float = 1,
+        lookupd_request_timeout: float = 2,
+        *,
+        concurrency: int = 1,
+        close_timeout: float = 30.0,
+        max_reconnect_delay: float = 60.0,
+        **conn_kwargs: Any,
+    ) -> None:
+        if callable(topic):  # nsq.Reader(handler, topic, channel)
+            topic, channel, message_handler = channel, message_handler, topic  # type: ignore[assignment]
+        client.check_conn_kwargs(conn_kwargs)
+        self.topic = check_topic(topic)
+        self.channel = check_channel(channel)
+        if message_handler is not None and not callable(message_handler):
+            raise ConfigError("message_handler must be callable")
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ConfigError("max_in_flight must be an int >= 1, not %r" % (max_in_flight,))
+        if isinstance(max_tries, bool) or not isinstance(max_tries, int) or max_tries < 0:
+            raise ConfigError("max_tries must be an int >= 0 (0 disables it), not %r" % (max_tries,))
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError("concurrency must be an int >= 1, not %r" % (concurrency,))
+        if not 0 <= lookupd_poll_jitter <= 1:
+            raise ConfigError("lookupd_poll_jitter must be between 0 and 1")
+        for arg, value in (
+            ("lookupd_poll_interval", lookupd_poll_interval),
+            ("low_rdy_idle_timeout", low_rdy_idle_timeout),
+            ("max_backoff_duration", max_backoff_duration),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError("%s must be a positive number, not %r" % (arg, value))
+        self.nsqd_tcp_addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
+        self.lookupd_http_addresses = client.address_list(lookupd_http_addresses, "lookupd_http_addresses")
+        if not self.nsqd_tcp_addresses and not self.lookupd_http_addresses:
+            raise ConfigError("Reader needs nsqd_tcp_addresses or lookupd_http_addresses")
+        self._direct = [client.split_host_port(a) for a in self.nsqd_tcp_addresses]
+        self.message_handler = message_handler
+        self.name = name or "%s:%s" % (self.topic, self.channel)
+        self.max_tries = max_tries
+        self.lookupd_poll_interval = lookupd_poll_interval
+        self.lookupd_poll_jitter = lookupd_poll_jitter
+        self.lookupd_connect_timeout = lookupd_connect_timeout
+        self.lookupd_request_timeout = lookupd_request_timeout
+        self.low_rdy_idle_timeout = low_rdy_idle_timeout
+        self.max_backoff_duration = max_backoff_duration
+        self.concurrency = concurrency
+        self.close_timeout = close_timeout
+        self.max_reconnect_delay = max_reconnect_delay
+        self.backend = get_backend(conn_kwargs.get("backend", "auto"))
+        conn_kwargs["backend"] = self.backend
+        self.conn_kwargs = conn_kwargs
+
+        self.conns: dict[str, Connection] = {}
+        self._rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
+        self._lock = self.backend.lock()
+        self._queue = self.backend.queue()
+        self._started = False
+        self._closing = self.backend.event()
+        self._closed = self.backend.event()
+        self._handling: set[int] = set()  # tasks currently inside a handler batch
+        self._tasks: list[Any] = []
+        self._discovered: set[tuple[str, int]] = set()
+        self._connecting: set[str] = set()
+        self._stats = {"received": 0, "finished": 0, "requeued": 0, "given_up": 0, "handler_errors": 0}
+        client.register(self)
+
+    def __repr__(self) -> str:
+        return "<nsq.Reader %s conns=%d total_rdy=%d>" % (self.name, len(self.conns), self.total_rdy)
+
+    # -- pynsq attributes -------------------------------------------------------
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._rdy.max_in_flight
+
+    @property
+    def total_rdy(self) -> int:
+        return self._rdy.total_rdy
+
+    @property
+    def backoff_timer(self) -> Any:
+        return self._rdy.backoff_timer
+
+    def set_message_handler(self, message_handler: Handler) -> None:
+        if not callable(message_handler):
+            raise ConfigError("message_handler must be callable")
+        self.message_handler = message_handler
+
+    # -- hooks users override ---------------------------------------------------
+
+    def process_message(self, message: Message) -> Any:
+        if self.message_handler is None:
+            raise ConfigError("Reader %s has no message_handler (and process_message is not overridden)" % self.name)
+        return self.message_handler(message)
+
+    def preprocess_message(self, message: Message) -> Message:
+        return message
+
+    def validate_message(self, message: Message) -> bool:
+        return True
+
+    def giving_up(self, message: Message) -> None:
+        logger.warning(
+            "[%s] giving up on message %s after %d tries (max:%d) %r",
+            self.name, message.id, message.attempts, self.max_tries, message.body[:100],
+        )
+
+    def heartbeat(self, conn: Connection) -> None:
+        """Called on every heartbeat from nsqd."""
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start connecting and consuming in the background (run() calls it)."""
+        with self._lock:
+            if self._started or self._closing.is_set():
+                return
+            self._started = True
+        if self.message_handler is None and type(self).process_message is Reader.process_message:
+            raise ConfigError("you must specify the Reader's message_handler (or override process_message)")
+        spawn = self.backend.spawn
+        self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
+        self._tasks += [spawn(self._maintain_direct, host, port) for host, port in self._direct]
+        if self.lookupd_http_addresses:
+            self._tasks.append(spawn(self._poll_lookupd))
+        self._tasks.append(spawn(self._redistribute_loop))
+
+    def run(self) -> None:
+        """Consume until close() (or Ctrl-C, which closes gracefully)."""
+        self.start()
+        try:
+            while not self._closed.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            self.close()
+
+    def is_closed(self) -> bool:
+        return self._closed.is_set()
+
+    # -- connections --------------------------------------------------------------
+
+    def connect_to_nsqd(self, host: str, port: int) -> Connection | None:
+        """Connect and subscribe to one nsqd; returns the connection, or None
+        when it is already connected or the attempt failed (logged)."""
+        if not isinstance(host, str) or isinstance(port, bool) or not isinstance(port, int):
+            raise ConfigError("connect_to_nsqd needs a host string and an int port")
+        key = "%s:%d" % (host, port)
+        with self._lock:
+            if key in self.conns or key in self._connecting or self._closing.is_set():
+                return None
+            self._connecting.add(key)
+        try:
+            conn = Connection(host, port, **self.conn_kwargs)
+            conn.message_sink = self._on_messages
+            conn.response_listener = self._on_response
+            conn.on("heartbeat", self._on_heartbeat)
+            try:
+                conn.connect()
+                conn.subscribe(self.topic, self.channel)
+            except Exception as exc:
+                conn.close()
+                logger.warning("[%s] cannot connect to nsqd %s: %s", self.name, key, exc)
+                return None
+            if conn.max_rdy_count < self.max_in_flight:
+                logger.warning(
+                    "[%s] nsqd %s max_rdy_count %d is below max_in_flight %d",
+                    self.name, key, conn.max_rdy_count, self.max_in_flight,
+                )
+            with self._lock:
+                if self._closing.is_set():
+                    conn.close()
+                    return None
+                self.conns[key] = conn
+                self._send_rdy(self._rdy.add_conn(key, conn.max_rdy_count))
+            conn.flush()
+            conn.on("close", self._on_close)
+            if conn.closed():
+                self._on_close(conn)
+            logger.info("[%s] connected to nsqd %s", self.name, key)
+            return conn
+        finally:
+            with self._lock:
+                self._connecting.discard(key)
+
+    def _on_close(self, conn: Connection) -> None:
+        with self._lock:
+            if self.conns.get(conn.id) is not conn:
+                return
+            del self.conns[conn.id]
+            actions = self._rdy.remove_conn(conn.id)
+            self._send_rdy(actions)
+        self._flush_all()
+        if not self._closing.is_set():
+            logger.warning("[%s] lost nsqd %s: %s", self.name, conn.id, conn.close_error)
+
+    def _maintain_direct(self, host: str, port: int) -> None:
+        failures = 0
+        while not self._closing.is_set():
+            conn = self.connect_to_nsqd(host, port)
+            if conn is None:
+                failures += 1
+                self._closing.wait(client.reconnect_delay(failures, self.max_reconnect_delay))
+                continue
+            failures = 0
+            conn.wait_closed()
+            if not self._closing.is_set():
+                self._closing.wait(client.reconnect_delay(1, self.max_reconnect_delay))
+
+    def query_lookupd(self) -> list[tuple[str, int]]:
+        """One discovery round: ask every nsqlookupd at once, connect to new producers."""
+        results: list[list[tuple[str, int]]] = []
+
+        def ask(address: str) -> None:
+            try:
+                results.append(
+                    self.backend.run_blocking(
+                        lookupd.query, address, self.topic, self.lookupd_connect_timeout, self.lookupd_request_timeout
+                    )
+                )
+            except Exception as exc:
+                logger.warning("[%s] lookupd %s failed: %s", self.name, address, exc)
+
+        tasks = [self.backend.spawn(ask, address) for address in self.lookupd_http_addresses]
+        for task in tasks:
+            task.join()
+        producers = sorted({p for found in results for p in found})
+        for host, port in producers:
+            if "%s:%d" % (host, port) not in self.conns and not self._closing.is_set():
+                self.backend.spawn(self.connect_to_nsqd, host, port)
+        return producers
+
+    def _poll_lookupd(self) -> None:
+        while not self._closing.is_set():
+            self.query_lookupd()
+            jitter = random.random() * self.lookupd_poll_jitter * self.lookupd_poll_interval
+            if self._closing.wait(self.lookupd_poll_interval + jitter):
+                return
+
+    # -- RDY ------------------------------------------------------------------------
+
+    def _send_rdy(self, actions: list[tuple[Any, int]]) -> None:
+        """Queue RDY commands (the caller holds self._lock and flushes later)."""
+        for key, count in actions:
+            conn = self.conns.get(key)
+            if conn is None:
+                continue
+            try:
+                conn.send_rdy(count, flush=False)
+            except Error as exc:
+                logger.warning("[%s] cannot send RDY %d to %s: %s", self.name, count, key, exc)
+
+    def _flush_all(self) -> None:
+        for conn in list(self.conns.values()):
+            conn.flush()
+
+    def _redistribute_loop(self) -> None:
+        interval = min(5.0, max(0.05, self.low_rdy_idle_timeout / 2))
+        while not self._closing.wait(interval):
+            with self._lock:
+                self._send_rdy(self._rdy.redistribute())
+            self._flush_all()
+
+    def _end_backoff_block(self) -> None:
+        if self._closing.is_set():
+            return
+        with self._lock:
+            self._send_rdy(self._rdy.end_backoff_block())
+        self._flush_all()
+
+    def is_starved(self) -> bool:
+        """True when some connection has (nearly) as many messages in flight as its RDY."""
+        return self._rdy.is_starved()
+
+    def set_max_in_flight(self, max_in_flight: int) -> None:
+        """Change max_in_flight now (0 pauses consumption)."""
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 0:
+            raise ConfigError("max_in_flight must be an int >= 0, not %r" % (max_in_flight,))
+        with self._lock:
+            self._send_rdy(self._rdy.set_max_in_flight(max_in_flight))
+        self._flush_all()
+
+    # -- messages -------------------------------------------------------------------
+
+    def _on_heartbeat(self, conn: Connection) -> None:
+        try:
+            self.heartbeat(conn)
+        except Exception:
+            logger.exception("[%s] heartbeat hook raised", self.name)
+
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
+        """Called by a connection's reader task with the messages of one read."""
+        with self._lock:
+            self._stats["received"] += len(messages)
+            actions = self._rdy.on_messages(conn.id, len(messages))
+            if actions:
+                self._send_rdy(actions)
+        if actions:
+            conn.flush()
+        if self.concurrency == 1:
+            self._queue.put((conn, messages))
+        else:
+            for message in messages:
+                self._queue.put((conn, (message,)))
+
+    def _on_response(self, conn: Connection, message: Message, success: bool | None) -> None:
+        with self._lock:
+            self._stats["finished" if success else "requeued"] += 1
+            actions, delay = self._rdy.on_response(conn.id, success)
+            if actions:
+                self._send_rdy(actions)
+        if actions and not conn.batching:
+            self._flush_all()
+        if delay:
+            logger.info("[%s] backing off for %.3fs", self.name, delay)
+            self.backend.call_later(delay, self._end_backoff_block)
+
+    def _worker(self) -> None:
+        get = self._queue.get
+        while True:
+            item = get()
+            if item is _STOP:
+                return
+            conn, messages = item
+            if self._closing.is_set():
+                continue  # not handed to a handler: nsqd times it out and redelivers
+            me = self.backend.current_task_id()
+            with self._lock:
+                self._handling.add(me)
+            conn.batching = True
+            try:
+                for message in messages:
+                    if self._closing.is_set():
+                        break
+                    self._handle(message)
+            finally:
+                conn.batching = False
+                with self._lock:
+                    self._handling.discard(me)
+                self._flush_all()
+
+    def _handle(self, message: Message) -> None:
+        try:
+            if 0 < self.max_tries < message.attempts:
+                with self._lock:
+                    self._stats["given_up"] += 1
+                self.giving_up(message)
+                if not message.has_responded():
+                    message.finish()
+                return
+            if not self.validate_message(self.preprocess_message(message)):
+                if not message.has_responded():
+                    message.finish()
+                return
+            result = self.process_message(message)
+        except Exception:
+            logger.exception("[%s] handler raised on message %s; requeueing", self.name, message.id)
+            with self._lock:
+                self._stats["handler_errors"] += 1
+            if not message.has_responded():
+                message.requeue()
+            return
+        if message.is_async() or message.has_responded():
+            return
+        if result is None:
+            logger.error(
+                "[%s] handler returned None for message %s; return True to finish or False to requeue (requeueing)",
+                self.name, message.id,
+            )
+            message.requeue()
+        elif result:
+            message.finish()
+        else:
+            message.requeue()
+
+    # -- closing --------------------------------------------------------------------
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop consuming: CLS to every nsqd, let running handlers finish and
+        answer (up to timeout, default close_timeout), then close the sockets.
+        Messages not yet handed to a handler are left to nsqd's timeout.
+
+        Called from inside a handler, it starts the close and returns at once;
+        the close completes when that handler has returned."""
+        timeout = timeout if timeout is not None else self.close_timeout
+        if self.backend.current_task_id() in self._handling:
+            if not self._closing.is_set():
+                self._closing.set()
+                self.backend.spawn(self._close, timeout)
+            return
+        if self._closing.is_set():
+            self._closed.wait(timeout)
+            return
+        self._closing.set()
+        self._close(timeout)
+
+    def _close(self, timeout: float) -> None:
+        deadline = monotonic() + timeout
+        conns = list(self.conns.values())
+        for conn in conns:
+            try:
+                conn.send_rdy(0)
+            except Error:
+                pass
+        cls_tasks = [self.backend.spawn(conn.close_gracefully, max(deadline - monotonic(), 0.1)) for conn in conns]
+        for task in cls_tasks:
+            task.join(max(deadline - monotonic(), 0.1))
+        for _ in range(self.concurrency):
+            self._queue.put(_STOP)
+        while self._handling and monotonic() < deadline:
+            self.backend.sleep(0.01)
+        self._flush_all()
+        for conn in conns:
+            conn.close()
+        self._closed.set()
+
+    # -- stats ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start, plus RDY and in-flight per connection."""
+        with self._lock:
+            result: dict[str, Any] = dict(self._stats)
+            result["connections"] = len(self.conns)
+            result["total_rdy"] = self._rdy.total_rdy
+            result["in_backoff"] = self._rdy.in_backoff()
+            result["per_connection"] = {
+                key: {"rdy": state.rdy, "in_flight": state.in_flight} for key, state in self._rdy.conns.items()
+            }
+        return result
