@@ -173,6 +173,14 @@ class RdyManager:
                 self._set(conn, want, actions)
         return actions
 
+    def on_finished(self, key: Hashable, count: int) -> tuple[list[Action], float | None]:
+        """count messages on one connection were finished together. In normal
+        flow this is one RDY evaluation; in backoff it counts as one result."""
+        conn = self.conns.get(key)
+        if conn is not None:
+            conn.in_flight = max(conn.in_flight - (count - 1), 0)
+        return self.on_response(key, True)
+
     def on_response(self, key: Hashable, success: bool | None) -> tuple[list[Action], float | None]:
         """A message on this connection was answered.
 

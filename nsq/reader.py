@@ -22,6 +22,9 @@ Handler = Callable[[Message], Any]
 
 _STOP = object()
 
+# Answers of one batch of handler calls leave together, but never later than this (seconds).
+ACK_FLUSH_INTERVAL = 0.05
+
 
 class Reader:
     """Consumes a topic/channel from nsqd (directly or discovered through nsqlookupd).
@@ -354,11 +357,23 @@ class Reader:
             actions, delay = self._rdy.on_response(conn.id, success)
             if actions:
                 self._send_rdy(actions)
+        self._after_rdy_change(conn, actions, delay)
+
+    def _after_rdy_change(self, conn: Connection, actions: list, delay: float | None) -> None:
         if actions and not conn.batching:
             self._flush_all()
         if delay:
             logger.info("[%s] backing off for %.3fs", self.name, delay)
             self.backend.call_later(delay, self._end_backoff_block)
+
+    def _finish_batch(self, conn: Connection, message_ids: list[bytes]) -> None:
+        conn.finish_batch(message_ids)
+        with self._lock:
+            self._stats["finished"] += len(message_ids)
+            actions, delay = self._rdy.on_finished(conn.id, len(message_ids))
+            if actions:
+                self._send_rdy(actions)
+        self._after_rdy_change(conn, actions, delay)
 
     def _worker(self) -> None:
         get = self._queue.get
@@ -373,50 +388,69 @@ class Reader:
             with self._lock:
                 self._handling.add(me)
             conn.batching = True
+            finished: list[bytes] = []
+            handle = self._handle
+            closing = self._closing.is_set
+            flush_at = monotonic() + ACK_FLUSH_INTERVAL
             try:
                 for message in messages:
-                    if self._closing.is_set():
+                    if closing():
                         break
-                    self._handle(message)
+                    if handle(message):
+                        message._responded = True
+                        finished.append(message.id)
+                    if monotonic() >= flush_at:  # slow handlers: answers must not wait for the whole batch
+                        if finished:
+                            self._finish_batch(conn, finished)
+                            finished = []
+                        conn.flush()
+                        flush_at = monotonic() + ACK_FLUSH_INTERVAL
             finally:
                 conn.batching = False
+                if finished:
+                    self._finish_batch(conn, finished)
                 with self._lock:
                     self._handling.discard(me)
                 self._flush_all()
 
-    def _handle(self, message: Message) -> None:
+    def _handle(self, message: Message) -> bool:
+        """Run the hooks and the handler; True means "finish it" (the caller
+        batches those FINs); every other outcome has been answered here."""
+        if self.max_tries and message.attempts > self.max_tries:
+            self._give_up(message)
+            return False
         try:
-            if 0 < self.max_tries < message.attempts:
-                with self._lock:
-                    self._stats["given_up"] += 1
-                self.giving_up(message)
-                if not message.has_responded():
-                    message.finish()
-                return
             if not self.validate_message(self.preprocess_message(message)):
-                if not message.has_responded():
-                    message.finish()
-                return
+                return not message._responded
             result = self.process_message(message)
         except Exception:
             logger.exception("[%s] handler raised on message %s; requeueing", self.name, message.id)
             with self._lock:
                 self._stats["handler_errors"] += 1
-            if not message.has_responded():
+            if not message._responded:
                 message.requeue()
-            return
-        if message.is_async() or message.has_responded():
-            return
+            return False
+        if message._async or message._responded:
+            return False
+        if result:
+            return True
         if result is None:
             logger.error(
                 "[%s] handler returned None for message %s; return True to finish or False to requeue (requeueing)",
                 self.name, message.id,
             )
-            message.requeue()
-        elif result:
+        message.requeue()
+        return False
+
+    def _give_up(self, message: Message) -> None:
+        with self._lock:
+            self._stats["given_up"] += 1
+        try:
+            self.giving_up(message)
+        except Exception:
+            logger.exception("[%s] giving_up hook raised on message %s", self.name, message.id)
+        if not message._responded:
             message.finish()
-        else:
-            message.requeue()
 
     # -- closing --------------------------------------------------------------------
 
