@@ -244,19 +244,28 @@ class Connection(events.EventedMixin):
         self.trigger(events.CONNECT, conn=self)
 
     def _handshake(self, sock: socket.socket) -> None:
+        # Order as nsqd upgrades: IDENTIFY response, then TLS (handshake, then an
+        # OK inside TLS), then compression (an OK already compressed), then AUTH.
+        # The IDENTIFY response and the TLS OK are read byte-exactly: the bytes
+        # after each belong to the next layer (nsqd sends the compressed OK right
+        # after the TLS OK); frames that come after the compressed OK in the same
+        # read are kept for the reader task.
+        from .transport import TLSStream, import_snappy
+
+        if self.snappy:
+            import_snappy()  # fail before talking to nsqd when python-snappy is missing
         stream = self._stream
         stream.send(codec.MAGIC_V2 + codec.encode_identify(self.identify_data()))
-        # Read the IDENTIFY response byte-exactly: what follows it may belong
-        # to the TLS or compressed stream.
-        size = stream.recv_exact(4)
-        frame_type, data = self._decoder.feed(size + stream.recv_exact(int.from_bytes(size, "big")))[0]
+        frame_type, data = self._read_frame_sync(exact=True)
         self._raise_if_error(frame_type, data)
         self._apply_features(data)
         if self.tls_v1:
             self._require_feature("tls_v1")
-            tls_sock = self.backend.wrap_tls(sock, self._ssl_context, self.host)
-            self._stream = stream = PlainStream(tls_sock, self.read_size)
-            self._expect_ok("TLS")
+            tls = TLSStream(sock, self._ssl_context, self.host, self.read_size)
+            tls.handshake()  # ssl.SSLError (an OSError) when a certificate is refused
+            self._stream = stream = tls
+            self._expect_ok("TLS", exact=True)
+            logger.debug("[%s] TLS established: %s %s", self.id, tls.version(), (tls.cipher() or ("?",))[0])
         if self.snappy:
             self._require_feature("snappy")
             self._stream = SnappyStream(stream)
@@ -279,36 +288,63 @@ class Connection(events.EventedMixin):
                 features = json.loads(data)
             except ValueError as exc:
                 raise ProtocolError("IDENTIFY response is neither OK nor JSON: %r" % (bytes(data[:100]),)) from exc
+            if not isinstance(features, dict):
+                raise ProtocolError("IDENTIFY response is JSON but not an object: %r" % (bytes(data[:100]),))
         self.features = features
         self.max_rdy_count = int(features.get("max_rdy_count", DEFAULT_MAX_RDY_COUNT))
         self.trigger(events.IDENTIFY_RESPONSE, conn=self, data=features)
 
     def _require_feature(self, name: str) -> None:
-        if not self.features.get(name):
-            raise FeatureNegotiationError(
-                "%s was requested but nsqd %s does not offer it (start nsqd with the matching flags)" % (name, self.id)
+        if self.features.get(name):
+            return
+        if not self.features:
+            why = "it answered IDENTIFY without feature negotiation (nsqd older than 0.2.20?)"
+        else:
+            flags = {"tls_v1": "--tls-cert and --tls-key", "snappy": "--snappy", "deflate": "--deflate"}
+            why = "its IDENTIFY response has %s=%s; start nsqd with %s" % (
+                name, json.dumps(self.features.get(name, False)), flags.get(name, "the matching flag")
             )
+        raise FeatureNegotiationError("%s was requested but nsqd %s does not offer it: %s" % (name, self.id, why))
 
-    def _expect_ok(self, what: str) -> None:
-        frame_type, data = self._read_frame_sync()
+    def _expect_ok(self, what: str, exact: bool = False) -> None:
+        frame_type, data = self._read_frame_sync(exact)
         self._raise_if_error(frame_type, data)
         if data != OK:
-            raise ProtocolError("expected OK after %s negotiation, got %r" % (what, bytes(data[:100])))
+            raise ProtocolError("expected OK after %s negotiation with nsqd %s, got %r" % (what, self.id, bytes(data[:100])))
 
     def _authenticate(self) -> None:
+        # The secret goes into the AUTH command only: never into logs, events or errors.
         if not self._auth_secret:
             raise AuthError("nsqd %s requires AUTH but no auth_secret was given" % (self.id,), code="E_AUTH_REQUIRED")
         self._stream.send(codec.encode_auth(self._auth_secret))
         frame_type, data = self._read_frame_sync()
         self._raise_if_error(frame_type, data)
         try:
-            self.auth_identity = json.loads(data)
+            identity = json.loads(data)
         except ValueError as exc:
-            raise ProtocolError("AUTH response is not JSON") from exc
-        self.trigger(events.AUTH, conn=self, data=self.auth_identity)
+            raise ProtocolError("AUTH response from nsqd %s is not JSON" % (self.id,)) from exc
+        if not isinstance(identity, dict):
+            raise ProtocolError("AUTH response from nsqd %s is not a JSON object" % (self.id,))
+        self.auth_identity = identity
+        logger.debug(
+            "[%s] authenticated as %r (%s permissions)", self.id, identity.get("identity"), identity.get("permission_count")
+        )
+        self.trigger(events.AUTH, conn=self, data=identity)
 
-    def _read_frame_sync(self) -> tuple[int, Any]:
+    def _read_frame_sync(self, exact: bool = False) -> tuple[int, Any]:
+        """The next frame during the handshake. exact=True reads it without
+        reading past its end (the stream must offer recv_exact); otherwise
+        frames after it in the same read wait in _early_frames."""
         early = self._early_frames
+        if exact and not early:
+            stream = self._stream
+            head = stream.recv_exact(4)
+            size = int.from_bytes(head, "big")
+            if not 4 <= size <= self.max_frame_size:
+                raise ProtocolError(
+                    "nsqd %s sent a %d-byte frame during the handshake; is this an nsqd TCP port?" % (self.id, size)
+                )
+            return self._decoder.feed(head + stream.recv_exact(size))[0]
         while not early:
             data = self._stream.recv()
             if not data:
@@ -515,6 +551,15 @@ class Connection(events.EventedMixin):
     #: While True (the Reader sets it around a batch of handler calls), answers
     #: wait in the write buffer for the next flush() instead of leaving one by one.
     batching = False
+
+    def finish_batch(self, message_ids: list[bytes]) -> None:
+        """FIN several messages in one write (the Reader's fast path for
+        handlers that returned True); the caller does its own bookkeeping."""
+        try:
+            self.send(codec.encode_fin_many(message_ids), flush=not self.batching)
+        except ConnectionClosedError:
+            logger.warning("[%s] cannot finish %d messages: connection closed; nsqd will redeliver them", self.id, len(message_ids))
+        self.in_flight -= len(message_ids)
 
     def _finish_message(self, message: Message) -> None:
         self._respond(codec.encode_fin(message.id), message, True)
