@@ -1,0 +1,45 @@
+# A Writer -> nsqd -> Reader round trip on both backends. It is marked `pure`, so
+# `make test` also runs it with NSQ_PURE_PYTHON=1 against the pure-Python codec.
+import os
+
+import pytest
+
+import nsq
+from nsq.runtime import get_backend
+
+pytestmark = pytest.mark.pure
+
+
+def test_codec_implementation_matches_environment():
+    forced_pure = os.environ.get("NSQ_PURE_PYTHON", "") not in ("", "0")
+    expected = "python" if forced_pure or nsq.codec.compiled_impl is None else "cython"
+    assert nsq.codec.IMPLEMENTATION == expected
+    if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
+        assert nsq.codec.IMPLEMENTATION == "cython"
+
+
+@pytest.mark.timeout(60)
+def test_publish_then_consume_every_message_once(nsqd, topic, backend):
+    count = 2000
+    bodies = [b"%06d" % i + os.urandom(50) for i in range(count)]
+    with nsq.Writer([nsqd.tcp_address], backend=backend) as writer:
+        for start in range(0, count, 100):
+            assert writer.mpub(topic, bodies[start : start + 100]) == b"OK"
+    seen = []
+
+    def handler(message):
+        seen.append(message.body)
+        if len(seen) == count:
+            reader.close()
+        return True
+
+    reader = nsq.Reader(topic, "ch", handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=100, backend=backend)
+    task = get_backend(backend).spawn(reader.run)
+    task.join(50)
+    assert reader.is_closed()
+    assert sorted(seen) == sorted(bodies)
+    channel = nsqd.channel_stats(topic, "ch")
+    assert channel["depth"] == 0
+    assert channel["in_flight_count"] == 0
+    assert channel["message_count"] == count
+    assert channel["requeue_count"] == 0
