@@ -8,6 +8,7 @@ import collections
 import json
 import logging
 import socket
+import ssl
 from typing import Any, Callable, Mapping
 
 from . import codec, events
@@ -26,7 +27,15 @@ from .errors import (
 )
 from .message import Message
 from .runtime import Backend, get_backend, monotonic
-from .transport import DEFAULT_READ_SIZE, DeflateStream, PlainStream, SnappyStream, make_ssl_context
+from .transport import (
+    DEFAULT_READ_SIZE,
+    DeflateStream,
+    PlainStream,
+    SnappyStream,
+    TLSStream,
+    import_snappy,
+    make_ssl_context,
+)
 from .version import __version__
 
 logger = logging.getLogger(__name__)
@@ -145,6 +154,8 @@ class Connection(events.EventedMixin):
         self.backend = get_backend(backend)
         if tls_v1:
             self._ssl_context = make_ssl_context(tls_options)
+        if snappy:
+            import_snappy()  # a missing python-snappy fails here, not mid-handshake
 
         self.state = INIT
         self.features: dict[str, Any] = {}
@@ -236,11 +247,19 @@ class Connection(events.EventedMixin):
             self._handshake(sock)
         except BaseException as exc:
             self._close_now(exc)
+            if isinstance(exc, ssl.SSLError):
+                raise ConnectionClosedError("TLS handshake with nsqd %s failed: %s" % (self.id, exc)) from exc
             if isinstance(exc, (socket.timeout, OSError, EOFError)):
                 raise ConnectionClosedError("handshake with nsqd %s failed: %s" % (self.id, exc)) from exc
             raise
+        # Dead-peer detection is a watchdog on last_recv_timestamp, not a socket
+        # timeout: under gevent a timeout costs a timer object per blocking read.
+        self._stream.settimeout(None)
+        self.last_recv_timestamp = monotonic()
         self.state = CONNECTED
         self._reader_task = self.backend.spawn(self._read_loop)
+        if self._read_timeout() is not None:
+            self.backend.spawn(self._watchdog)
         self.trigger(events.CONNECT, conn=self)
 
     def _handshake(self, sock: socket.socket) -> None:
@@ -250,10 +269,7 @@ class Connection(events.EventedMixin):
         # after each belong to the next layer (nsqd sends the compressed OK right
         # after the TLS OK); frames that come after the compressed OK in the same
         # read are kept for the reader task.
-        from .transport import TLSStream, import_snappy
 
-        if self.snappy:
-            import_snappy()  # fail before talking to nsqd when python-snappy is missing
         stream = self._stream
         stream.send(codec.MAGIC_V2 + codec.encode_identify(self.identify_data()))
         frame_type, data = self._read_frame_sync(exact=True)
@@ -366,6 +382,23 @@ class Connection(events.EventedMixin):
 
     # -- reading ----------------------------------------------------------
 
+    def _watchdog(self) -> None:
+        """Close the connection when nothing arrived for two heartbeat intervals
+        (nsqd sends a heartbeat every interval, so the peer is gone)."""
+        limit = self._read_timeout() or 0.0
+        while True:
+            remaining = self.last_recv_timestamp + limit - monotonic()
+            if remaining <= 0:
+                self._close_now(
+                    ConnectionClosedError(
+                        "nothing received from nsqd %s for two heartbeat intervals (%.1fs); assuming it is gone"
+                        % (self.id, limit)
+                    )
+                )
+                return
+            if self._closed.wait(remaining):
+                return
+
     def _read_loop(self) -> None:
         error: BaseException | None = None
         try:
@@ -383,11 +416,6 @@ class Connection(events.EventedMixin):
                 frames = feed(data)
                 if frames:
                     self._handle_frames(frames)
-        except socket.timeout:
-            error = ConnectionClosedError(
-                "nothing received from nsqd %s for two heartbeat intervals (%.1fs); assuming it is gone"
-                % (self.id, self._read_timeout() or 0)
-            )
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
             error = exc
         if self.state != CLOSED:

@@ -62,9 +62,6 @@ class Backend:
     def create_connection(self, address: tuple[str, int], timeout: float | None) -> _socket.socket:
         raise NotImplementedError
 
-    def wrap_tls(self, sock: _socket.socket, context: Any, server_hostname: str | None) -> Any:
-        raise NotImplementedError
-
     def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run fn(*args) in this backend's context, when called from any OS thread."""
         raise NotImplementedError
@@ -121,9 +118,6 @@ class ThreadsBackend(Backend):
     def create_connection(self, address: tuple[str, int], timeout: float | None) -> _socket.socket:
         return _socket.create_connection(address, timeout=timeout)
 
-    def wrap_tls(self, sock: _socket.socket, context: Any, server_hostname: str | None) -> Any:
-        return context.wrap_socket(sock, server_hostname=server_hostname)
-
     def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
         fn(*args)
 
@@ -162,12 +156,6 @@ class GeventBackend(Backend):
 
     def create_connection(self, address: tuple[str, int], timeout: float | None) -> _socket.socket:
         return self._gsocket.create_connection(address, timeout=timeout)
-
-    def wrap_tls(self, sock: _socket.socket, context: Any, server_hostname: str | None) -> Any:
-        import gevent.ssl
-
-        # gevent's SSLSocket accepts any stdlib SSLContext and makes it cooperative.
-        return gevent.ssl.SSLSocket(sock=sock, server_hostname=server_hostname, _context=context)
 
     def in_backend_context(self) -> bool:
         return threading.get_ident() == self._hub_thread
