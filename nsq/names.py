@@ -28,13 +28,22 @@ def valid_channel_name(channel: object) -> bool:
     return _is_valid_name(channel)
 
 
+_checked_topics: dict[object, str] = {}
+
+
 def check_topic(topic: object) -> str:
     """Return the topic as str, or raise InvalidArgumentError naming the problem."""
+    checked = _checked_topics.get(topic)
+    if checked is not None:
+        return checked
     if not valid_topic_name(topic):
         raise InvalidArgumentError(
             "invalid topic name %r: use 1 to 64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral" % (topic,)
         )
-    return topic.decode("ascii") if isinstance(topic, bytes) else topic  # type: ignore[union-attr, return-value]
+    checked = topic.decode("ascii") if isinstance(topic, bytes) else topic  # type: ignore[union-attr, assignment]
+    if len(_checked_topics) < 4096:  # publishers reuse a few topics; remember them
+        _checked_topics[topic] = checked  # type: ignore[assignment]
+    return checked  # type: ignore[return-value]
 
 
 def check_channel(channel: object) -> str:

@@ -3,6 +3,7 @@
 # gevent or threading directly; it asks get_backend() for one of these.
 from __future__ import annotations
 
+import _thread
 import queue as _queue
 import socket as _socket
 import sys
@@ -39,6 +40,63 @@ class Timer:
         self._cancelled.set()
 
 
+class _NullLock:
+    __slots__ = ()
+
+    def __enter__(self) -> "_NullLock":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        return None
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return True
+
+    def release(self) -> None:
+        return None
+
+
+_NULL_LOCK = _NullLock()
+
+
+class _LockWaiter:
+    """One-shot signal between OS threads: a raw lock taken at birth, released by set()."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # already set
+            pass
+
+    def wait(self) -> None:
+        self._lock.acquire()
+
+
+class _GreenletWaiter:
+    """One-shot signal between greenlets of one hub, cheaper than an Event."""
+
+    __slots__ = ("_waiter", "_is_set", "_run_callback")
+
+    def __init__(self, hub: Any, waiter_cls: Any) -> None:
+        self._waiter = waiter_cls(hub)
+        self._is_set = False
+        self._run_callback = hub.loop.run_callback
+
+    def set(self) -> None:
+        if not self._is_set:
+            self._is_set = True
+            self._run_callback(self._waiter.switch, None)  # Waiter.switch must run in the hub
+
+    def wait(self) -> None:
+        self._waiter.get()
+
+
 class Backend:
     """What every backend offers; subclasses fill in the primitives."""
 
@@ -54,6 +112,10 @@ class Backend:
         raise NotImplementedError
 
     def lock(self) -> Any:
+        raise NotImplementedError
+
+    def waiter(self) -> Any:
+        """A one-shot signal: set() once from any task of this backend, wait() blocks until then."""
         raise NotImplementedError
 
     def queue(self) -> Any:
@@ -112,6 +174,9 @@ class ThreadsBackend(Backend):
     def lock(self) -> Any:
         return threading.RLock()
 
+    def waiter(self) -> "_LockWaiter":
+        return _LockWaiter()
+
     def queue(self) -> Any:
         return _queue.SimpleQueue()
 
@@ -128,13 +193,14 @@ class GeventBackend(Backend):
     def __init__(self) -> None:
         import gevent
         import gevent.event
-        import gevent.lock
         import gevent.queue
         import gevent.socket
 
+        from gevent.hub import Waiter
+
         self._gevent = gevent
         self._event_cls = gevent.event.Event
-        self._lock_cls = gevent.lock.RLock
+        self._waiter_cls = Waiter
         self._queue_cls = gevent.queue.Queue
         self._gsocket = gevent.socket
         self._hub_thread = threading.get_ident()
@@ -149,7 +215,13 @@ class GeventBackend(Backend):
         return self._event_cls()
 
     def lock(self) -> Any:
-        return self._lock_cls()
+        # Greenlets of one hub switch only where they block, and no region this
+        # library guards with a lock blocks; other OS threads reach this backend
+        # only through call_threadsafe(). So a lock would only cost time.
+        return _NULL_LOCK
+
+    def waiter(self) -> "_GreenletWaiter":
+        return _GreenletWaiter(self._gevent.get_hub(), self._waiter_cls)
 
     def queue(self) -> Any:
         return self._queue_cls()
