@@ -3,6 +3,7 @@
 # it delegates to whoever received it (a Reader, or a bare connection).
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 from .errors import Error, InvalidArgumentError
@@ -88,7 +89,12 @@ class Message:
         """
         if kwargs:
             raise TypeError("requeue() got unexpected keyword arguments: %s" % ", ".join(sorted(kwargs)))
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or (delay < 0 and delay != -1):
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, (int, float))
+            or not math.isfinite(delay)
+            or (delay < 0 and delay != -1)
+        ):
             raise InvalidArgumentError("requeue delay must be a number of seconds >= 0 (or -1), not %r" % (delay,))
         self._claim_response()._requeue_message(self, delay, backoff)
 

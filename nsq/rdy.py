@@ -152,8 +152,12 @@ class RdyManager:
 
     def remove_conn(self, key: Hashable) -> list[Action]:
         conn = self.conns.pop(key, None)
-        if conn is None or self.in_backoff() or self.max_in_flight == 0:
+        if conn is None or self.backoff_block or self.max_in_flight == 0:
             return []
+        if self.in_backoff():
+            actions: list[Action] = []
+            self._keep_testing(actions, exclude=())
+            return actions
         return self._distribute()
 
     # -- message flow -------------------------------------------------------
@@ -236,12 +240,31 @@ class RdyManager:
 
     # -- periodic and control -------------------------------------------------
 
+    def _keep_testing(self, actions: list[Action], exclude: tuple) -> None:
+        """In backoff (between blocks): exactly one connection tests with RDY 1
+        unless one already has RDY or a message in flight."""
+        conns = list(self.conns.values())
+        if not conns or any(c.rdy > 0 or c.in_flight > 0 for c in conns):
+            return
+        candidates = [c for c in conns if c.key not in exclude] or conns
+        self._set(self.rng.choice(candidates), 1, actions)
+
     def redistribute(self) -> list[Action]:
-        """Periodic: in rotation, move RDY away from connections idle longer
-        than low_rdy_idle_timeout to others chosen at random."""
-        if not self.conns or self.max_in_flight == 0 or self.in_backoff():
+        """Periodic: in rotation (and in backoff, for the testing RDY 1), move
+        RDY away from connections idle longer than low_rdy_idle_timeout to
+        others chosen at random."""
+        if not self.conns or self.max_in_flight == 0 or self.backoff_block:
             return []
         actions: list[Action] = []
+        if self.in_backoff():
+            now = self.clock()
+            freed = []
+            for conn in self.conns.values():
+                if conn.rdy > 0 and now - conn.last_message > self.low_rdy_idle_timeout:
+                    self._set(conn, 0, actions)
+                    freed.append(conn.key)
+            self._keep_testing(actions, exclude=tuple(freed))
+            return actions
         if not self.rotating():
             if self.total_rdy > self.max_in_flight or any(c.rdy == 0 for c in self.conns.values()):
                 actions.extend(self._distribute())

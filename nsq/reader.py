@@ -161,12 +161,12 @@ class Reader:
 
     def start(self) -> None:
         """Start connecting and consuming in the background (run() calls it)."""
+        if self.message_handler is None and type(self).process_message is Reader.process_message:
+            raise ConfigError("you must specify the Reader's message_handler (or override process_message)")
         with self._lock:
             if self._started or self._closing.is_set():
                 return
             self._started = True
-        if self.message_handler is None and type(self).process_message is Reader.process_message:
-            raise ConfigError("you must specify the Reader's message_handler (or override process_message)")
         spawn = self.backend.spawn
         self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
         self._tasks += [spawn(self._maintain_direct, host, port) for host, port in self._direct]

@@ -17,6 +17,11 @@ def run(poll_interval: float = 0.1) -> None:
     """Run every Reader and Writer made so far until a signal or until all close."""
     clients = client.live_clients()
     backend = get_backend(clients[0].backend if clients else "auto")
+    # pynsq starts every Reader when the IOLoop starts: do the same here
+    for live in clients:
+        start = getattr(live, "start", None)
+        if start is not None:
+            start()
     stop = backend.event()
     received: list[int] = []
 
