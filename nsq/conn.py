@@ -472,20 +472,19 @@ class Connection(events.EventedMixin):
             self.state = CLOSING
 
     def _on_error(self, error: ServerError) -> None:
+        waiter = None
         if isinstance(error, (FinFailedError, ReqFailedError, TouchFailedError)):
             logger.warning("[%s] %s", self.id, error)
         else:
             try:
                 waiter = self._waiters.popleft()
             except IndexError:
-                waiter = None
-            if waiter is not None:
-                self._resolve(waiter, error)
-            else:
                 logger.error("[%s] %s", self.id, error)
         self.trigger(events.ERROR, conn=self, error=error)
-        if error.fatal:
+        if error.fatal:  # closed before the caller wakes, so it cannot reuse this connection
             self._close_now(error)
+        if waiter is not None:
+            self._resolve(waiter, error)
 
     def _resolve(self, waiter: Pending, result: Any) -> None:
         waiter.result = result
@@ -568,7 +567,12 @@ class Connection(events.EventedMixin):
             self.backend.call_threadsafe(self._respond, data, message, success)
             return
         try:
-            self.send(data, flush=not self.batching)
+            batching = self.batching
+            self.send(data, flush=not batching)
+            if batching and not self.batching:
+                # the batch ended between our check and our append: its final
+                # flush may have run before our bytes were queued
+                self.flush()
         except ConnectionClosedError:
             logger.warning("[%s] cannot answer message %r: connection closed; nsqd will redeliver it", self.id, message.id)
         self.in_flight -= 1

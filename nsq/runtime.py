@@ -204,6 +204,7 @@ class GeventBackend(Backend):
         self._queue_cls = gevent.queue.Queue
         self._gsocket = gevent.socket
         self._hub_thread = threading.get_ident()
+        self._hub = gevent.get_hub()  # the hub of the thread that runs the greenlets
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
         return self._gevent.spawn(fn, *args)
@@ -237,13 +238,15 @@ class GeventBackend(Backend):
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         # A real thread, so that unpatched blocking I/O does not stall the hub.
-        return self._gevent.get_hub().threadpool.apply(fn, args)
+        return self._hub.threadpool.apply(fn, args)
 
     def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
         if threading.get_ident() == self._hub_thread:
             fn(*args)
         else:
-            self._gevent.get_hub().loop.run_callback_threadsafe(fn, *args)
+            # get_hub() here would make a new hub for the calling thread; and the
+            # callback runs in the hub greenlet, which must not block: spawn.
+            self._hub.loop.run_callback_threadsafe(self._gevent.spawn, fn, *args)
 
 
 _backends: dict[str, Backend] = {}

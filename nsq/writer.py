@@ -9,8 +9,8 @@ import itertools
 import logging
 from typing import Any, Callable, Iterable
 
-from . import client, codec
-from .conn import Connection, Pending
+from . import client, codec, events
+from .conn import CONNECTED, Connection, Pending
 from .errors import (
     ConnectionClosedError,
     Error,
@@ -18,6 +18,7 @@ from .errors import (
     InvalidBodyError,
     MessageTooLargeError,
     SendError,
+    ServerError,
     TimeoutError,
 )
 from .names import check_topic
@@ -124,6 +125,11 @@ class Writer:
         self.backend = get_backend(conn_kwargs.get("backend", "auto"))
         self.conn_kwargs["backend"] = self.backend
         self._targets = [client.split_host_port(a) for a in addresses]
+        # Build (without connecting) one Connection per target now, so that bad
+        # settings (snappy with deflate, a bad port, tls_options...) raise here
+        # instead of killing the background connection tasks.
+        for host, port in self._targets:
+            Connection(host, port, **self.conn_kwargs)
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
@@ -171,9 +177,17 @@ class Writer:
             if self._closing.is_set():
                 conn.close()
                 return
+            # Forget a connection the moment it closes, so that no publish picks it
+            # while its maintainer task has not woken up yet.
+            conn.on(events.CLOSE, self._on_conn_close)
             self.conns[conn.id] = conn
             self._conn_list = list(self.conns.values())
             self._connected.set()
+        if not conn.is_connected():  # closed before the hook was attached
+            self._remove(conn)
+
+    def _on_conn_close(self, conn: Connection, **_: Any) -> None:
+        self._remove(conn)
 
     def _remove(self, conn: Connection) -> None:
         with self._lock:
@@ -185,16 +199,23 @@ class Writer:
             for key in [k for k, lane in self._lanes.items() if lane.conn is conn]:
                 del self._lanes[key]
 
-    def _pick(self, exclude: Connection | None = None) -> Connection:
-        conns = self._conn_list
-        if not conns:
+    def _pick(self, exclude: Connection | None = None, deadline: float | None = None) -> Connection:
+        if deadline is None:
+            deadline = monotonic() + self.publish_timeout
+        while True:
+            conns = [c for c in self._conn_list if c.state == CONNECTED]
+            if conns:
+                break
             if self._closing.is_set():
                 raise SendError("writer is closed")
-            if not self._connected.wait(self.publish_timeout):
+            remaining = deadline - monotonic()
+            if remaining <= 0:
                 raise SendError("no open connections")
-            conns = self._conn_list
-            if not conns:
-                raise SendError("no open connections")
+            if self._connected.is_set():
+                # only connections that are closing right now: they leave the list at once
+                self.backend.sleep(min(0.005, remaining))
+            else:
+                self._connected.wait(remaining)
         if exclude is not None and len(conns) > 1:
             conns = [c for c in conns if c is not exclude]
         return conns[next(self._round_robin) % len(conns)]
@@ -264,7 +285,7 @@ class Writer:
         deadline = monotonic() + self.publish_timeout
         tried: Connection | None = None
         while True:
-            conn = self._pick(exclude=tried)
+            conn = self._pick(exclude=tried, deadline=deadline)
             waiter = Pending(event=self.backend.event())
             try:
                 send(conn, waiter)
@@ -280,6 +301,11 @@ class Writer:
             if isinstance(result, ConnectionClosedError) and self.retry_publish and tried is None:
                 tried = conn
                 continue
+            if isinstance(result, ServerError) and result.fatal:
+                # nsqd hangs up after a fatal error; the connection resolves the waiter
+                # just before it closes. Wait for the close so that the caller's next
+                # publish cannot pick the dying connection.
+                conn.wait_closed(max(deadline - monotonic(), 0))
             if isinstance(result, BaseException):
                 raise result
             return result
@@ -305,6 +331,11 @@ class Writer:
 
     # -- lifecycle --------------------------------------------------------
 
+    def _lane_busy(self, conn: Connection) -> bool:
+        """PUBs to this connection still waiting in a lane (between two of its commands)."""
+        with self._lock:
+            return any(lane.busy for lane in self._lanes.values() if lane.conn is conn)
+
     def is_closed(self) -> bool:
         return self._closed.is_set()
 
@@ -320,7 +351,7 @@ class Writer:
         self._closing.set()
         deadline = monotonic() + timeout
         for conn in list(self._conn_list):
-            while conn.is_connected() and (conn._waiters or conn._out) and monotonic() < deadline:
+            while conn.is_connected() and (conn._waiters or conn._out or self._lane_busy(conn)) and monotonic() < deadline:
                 self.backend.sleep(0.005)
         with self._lock:
             conns = list(self.conns.values())
