@@ -52,14 +52,16 @@ Callback = Callable[["Connection", Any], None]
 
 
 class Pending:
-    """A command waiting for its response: a callback, or an event to block on."""
+    """A command waiting for its response: a callback, or an event (anything
+    with set()) to wake a blocked caller. ``deadline`` is for whoever expires it."""
 
-    __slots__ = ("callback", "event", "result")
+    __slots__ = ("callback", "event", "result", "deadline")
 
-    def __init__(self, callback: Callback | None = None, event: Any = None) -> None:
+    def __init__(self, callback: Callback | None = None, event: Any = None, deadline: float = 0.0) -> None:
         self.callback = callback
         self.event = event
         self.result: Any = None
+        self.deadline = deadline
 
 
 def _validated_settings(

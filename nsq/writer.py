@@ -7,18 +7,20 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import ssl
 from typing import Any, Callable, Iterable
 
 from . import client, codec, events
 from .conn import CONNECTED, Connection, Pending
 from .errors import (
+    AuthError,
     ConnectionClosedError,
     Error,
+    FeatureNegotiationError,
     InvalidArgumentError,
     InvalidBodyError,
     MessageTooLargeError,
     SendError,
-    ServerError,
     TimeoutError,
 )
 from .names import check_topic
@@ -138,7 +140,12 @@ class Writer:
         self._connected = self.backend.event()
         self._closing = self.backend.event()
         self._closed = self.backend.event()
+        self._last_connect_error: BaseException | None = None
+        # Blocking publishes in flight; one task expires them at their deadline
+        # (cheaper than a timer per call).
+        self._blocking: set[Pending] = set()
         self._tasks = [self.backend.spawn(self._maintain, host, port) for host, port in self._targets]
+        self._tasks.append(self.backend.spawn(self._expire_blocking))
         client.register(self)
 
     def __repr__(self) -> str:
@@ -159,6 +166,7 @@ class Writer:
             try:
                 conn.connect()
             except Exception as exc:
+                self._last_connect_error = exc
                 failures += 1
                 delay = client.reconnect_delay(failures, self.reconnect_interval)
                 logger.warning("[%s] cannot connect to %s:%d (%s); retrying in %.2fs", self.name, host, port, exc, delay)
@@ -200,6 +208,11 @@ class Writer:
                 del self._lanes[key]
 
     def _pick(self, exclude: Connection | None = None, deadline: float | None = None) -> Connection:
+        conns = self._conn_list
+        if conns and exclude is None:  # the common case: closed connections leave the list on close
+            conn = conns[next(self._round_robin) % len(conns)]
+            if conn.state == CONNECTED:
+                return conn
         if deadline is None:
             deadline = monotonic() + self.publish_timeout
         while True:
@@ -210,7 +223,10 @@ class Writer:
                 raise SendError("writer is closed")
             remaining = deadline - monotonic()
             if remaining <= 0:
-                raise SendError("no open connections")
+                error = self._last_connect_error
+                if isinstance(error, (AuthError, FeatureNegotiationError, ssl.SSLError)):
+                    raise error  # a reason that retrying will not fix: say it
+                raise SendError("no open connections", error)
             if self._connected.is_set():
                 # only connections that are closing right now: they leave the list at once
                 self.backend.sleep(min(0.005, remaining))
@@ -284,31 +300,39 @@ class Writer:
     def _publish_blocking(self, send: Callable[[Connection, Pending], None]) -> bytes:
         deadline = monotonic() + self.publish_timeout
         tried: Connection | None = None
+        blocking = self._blocking
         while True:
             conn = self._pick(exclude=tried, deadline=deadline)
-            waiter = Pending(event=self.backend.event())
+            waiter = Pending(event=self.backend.waiter(), deadline=deadline)
+            blocking.add(waiter)
             try:
-                send(conn, waiter)
-            except ConnectionClosedError as exc:
-                waiter.result = exc
-                waiter.event.set()
-            if not waiter.event.wait(max(deadline - monotonic(), 0)):
+                try:
+                    send(conn, waiter)
+                except ConnectionClosedError as exc:
+                    waiter.result = exc
+                    waiter.event.set()
+                waiter.event.wait()  # set by the answer, or by _expire_blocking at the deadline
+            finally:
+                blocking.discard(waiter)
+            result = waiter.result
+            if result is None:
                 raise TimeoutError(
                     "nsqd %s did not answer within %.1fs; the message may or may not have been published"
                     % (conn.id, self.publish_timeout)
                 )
-            result = waiter.result
             if isinstance(result, ConnectionClosedError) and self.retry_publish and tried is None:
                 tried = conn
                 continue
-            if isinstance(result, ServerError) and result.fatal:
-                # nsqd hangs up after a fatal error; the connection resolves the waiter
-                # just before it closes. Wait for the close so that the caller's next
-                # publish cannot pick the dying connection.
-                conn.wait_closed(max(deadline - monotonic(), 0))
             if isinstance(result, BaseException):
                 raise result
             return result
+
+    def _expire_blocking(self) -> None:
+        interval = max(0.01, min(0.1, self.publish_timeout / 10))
+        while not self._closing.wait(interval):
+            now = monotonic()
+            for waiter in [w for w in self._blocking if w.deadline <= now]:
+                waiter.event.set()
 
     def _publish_with_callback(self, send: Callable[[Connection, Pending], None], callback: Callback, retried: bool) -> None:
         try:

@@ -197,7 +197,7 @@ def test_subscribe_only_secret_makes_a_blocking_publish_raise(auth_nsqd, backend
 def test_refused_secret_makes_a_blocking_publish_raise(auth_nsqd, authd, backend, topic):
     writer = nsq.Writer([auth_nsqd.tcp_address], auth_secret=SECRET_REFUSED, backend=backend, publish_timeout=1)
     try:
-        with pytest.raises(Error):
+        with pytest.raises(AuthFailedError):
             writer.pub(topic, b"not allowed")
         assert authd.requests_for(SECRET_REFUSED)
         assert not writer.conns
