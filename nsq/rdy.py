@@ -249,6 +249,16 @@ class RdyManager:
         candidates = [c for c in conns if c.key not in exclude] or conns
         self._set(self.rng.choice(candidates), 1, actions)
 
+    def _take_from_idle(self, actions: list[Action]) -> tuple:
+        """RDY 0 to connections idle longer than low_rdy_idle_timeout; their keys."""
+        now = self.clock()
+        freed = []
+        for conn in self.conns.values():
+            if conn.rdy > 0 and now - conn.last_message > self.low_rdy_idle_timeout:
+                self._set(conn, 0, actions)
+                freed.append(conn.key)
+        return tuple(freed)
+
     def redistribute(self) -> list[Action]:
         """Periodic: in rotation (and in backoff, for the testing RDY 1), move
         RDY away from connections idle longer than low_rdy_idle_timeout to
@@ -257,25 +267,11 @@ class RdyManager:
             return []
         actions: list[Action] = []
         if self.in_backoff():
-            now = self.clock()
-            freed = []
-            for conn in self.conns.values():
-                if conn.rdy > 0 and now - conn.last_message > self.low_rdy_idle_timeout:
-                    self._set(conn, 0, actions)
-                    freed.append(conn.key)
-            self._keep_testing(actions, exclude=tuple(freed))
-            return actions
-        if not self.rotating():
-            if self.total_rdy > self.max_in_flight or any(c.rdy == 0 for c in self.conns.values()):
-                actions.extend(self._distribute())
-            return actions
-        now = self.clock()
-        freed = []
-        for conn in self.conns.values():
-            if conn.rdy > 0 and now - conn.last_message > self.low_rdy_idle_timeout:
-                self._set(conn, 0, actions)
-                freed.append(conn.key)
-        self._fill_idle(actions, exclude=tuple(freed))
+            self._keep_testing(actions, exclude=self._take_from_idle(actions))
+        elif self.rotating():
+            self._fill_idle(actions, exclude=self._take_from_idle(actions))
+        elif self.total_rdy > self.max_in_flight or any(c.rdy == 0 for c in self.conns.values()):
+            actions.extend(self._distribute())
         return actions
 
     def set_max_in_flight(self, max_in_flight: int) -> list[Action]:
