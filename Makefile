@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[spark]'
 	$(PY) -c "import nsq.codec as c, sys; print('nsq codec:', c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython')"
 	touch $(STAMP)
 
@@ -25,7 +25,7 @@ $(NSQD):
 nsq: $(NSQD)
 
 test: install nsq
-	NSQ_REQUIRE_COMPILED=1 $(PY) -m pytest -q
+	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 $(PY) -m pytest -q
 	NSQ_PURE_PYTHON=1 $(PY) -m pytest -q -m pure
 
 demo: install nsq

@@ -1,0 +1,179 @@
+# Spark hands data source options over as strings (keys case-insensitive):
+# this module turns them into checked Python values, with error messages that
+# name the option, and finds the nsqd to talk to (given, or asked of
+# nsqlookupd). Nothing here imports pyspark.
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import requests
+
+from .. import lookupd
+from ..client import split_host_port
+from ..errors import ConfigError
+from ..names import valid_channel_name, valid_topic_name
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_SPLIT = re.compile(r"[,\s]+")
+
+
+class NsqOptionError(ConfigError):
+    """An option of the `nsq` Spark data source is missing or has a bad value."""
+
+
+class Options:
+    """Read typed values from Spark's option map (a case-insensitive dict of strings)."""
+
+    def __init__(self, options: Mapping[str, Any] | None) -> None:
+        # Spark passes a CaseInsensitiveDict; a plain dict (tests, direct use) is
+        # made case-insensitive here too.
+        self._raw = {str(k).lower(): v for k, v in dict(options or {}).items()}
+
+    def __contains__(self, name: str) -> bool:
+        value = self._raw.get(name.lower())
+        return value is not None and str(value).strip() != ""
+
+    def raw(self, name: str) -> Any:
+        return self._raw.get(name.lower())
+
+    def get_str(self, name: str, default: str | None = None) -> str | None:
+        value = self._raw.get(name.lower())
+        if value is None:
+            return default
+        value = str(value).strip()
+        return value if value else default
+
+    def required(self, name: str, what: str) -> str:
+        value = self.get_str(name)
+        if value is None:
+            raise NsqOptionError("the nsq data source needs option %r (%s)" % (name, what))
+        return value
+
+    def get_int(self, name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
+        text = self.get_str(name)
+        if text is None:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise NsqOptionError("option %r must be an integer, not %r" % (name, text)) from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bounds = ">= %d" % minimum if maximum is None else "from %d to %d" % (minimum, maximum)
+            raise NsqOptionError("option %r must be %s, not %d" % (name, bounds, value))
+        return value
+
+    def get_bool(self, name: str, default: bool) -> bool:
+        text = self.get_str(name)
+        if text is None:
+            return default
+        lowered = text.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise NsqOptionError("option %r must be true or false, not %r" % (name, text))
+
+    def get_list(self, name: str) -> list[str]:
+        """Comma- or space-separated values (a Python list is accepted too)."""
+        value = self._raw.get(name.lower())
+        if value is None:
+            return []
+        if isinstance(value, (list, tuple)):
+            items = [str(v).strip() for v in value]
+        else:
+            items = _SPLIT.split(str(value).strip())
+        return [item for item in items if item]
+
+
+def check_topic_option(topic: str, name: str = "topic") -> str:
+    if not valid_topic_name(topic):
+        raise NsqOptionError("option %r: %r is not a valid nsq topic name" % (name, topic))
+    return topic
+
+
+def check_channel_option(channel: str, name: str = "channel") -> str:
+    if not valid_channel_name(channel):
+        raise NsqOptionError("option %r: %r is not a valid nsq channel name" % (name, channel))
+    return channel
+
+
+def nsqd_addresses(values: list[str], name: str = "nsqd_tcp_addresses") -> list[tuple[str, int]]:
+    result = []
+    for value in values:
+        try:
+            result.append(split_host_port(value))
+        except ConfigError:
+            raise NsqOptionError("option %r: %r is not host:port" % (name, value)) from None
+    return result
+
+
+def connection_kwargs(opts: Options) -> dict[str, Any]:
+    """Settings for nsq.Connection shared by the source and the sink."""
+    kwargs: dict[str, Any] = {
+        "backend": "threads",
+        "timeout": opts.get_int("connect_timeout_ms", 5000, minimum=1) / 1000.0,
+        "user_agent": opts.get_str("user_agent", "nsqfast-spark"),
+    }
+    heartbeat_ms = opts.get_int("heartbeat_interval_ms", 30000, minimum=1000)
+    kwargs["heartbeat_interval"] = heartbeat_ms / 1000.0
+    if opts.get_bool("snappy", False):
+        kwargs["snappy"] = True
+    if opts.get_bool("deflate", False):
+        kwargs["deflate"] = True
+    if opts.get_bool("tls_v1", False):
+        kwargs["tls_v1"] = True
+    secret = opts.get_str("auth_secret")
+    if secret is not None:
+        kwargs["auth_secret"] = secret
+    return kwargs
+
+
+def _get_json(url: str, timeout: float) -> Any:
+    response = requests.get(url, headers={"Accept": lookupd.ACCEPT}, timeout=timeout)
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    return response.json()
+
+
+def _base_url(address: str) -> str:
+    if "://" not in address:
+        address = "http://" + address
+    return address.rstrip("/")
+
+
+def lookupd_nodes(address: str, timeout: float) -> list[tuple[str, int]]:
+    """Every nsqd an nsqlookupd knows (its /nodes answer)."""
+    payload = _get_json(_base_url(address) + "/nodes", timeout) or {}
+    data = payload.get("data", payload) if isinstance(payload, dict) else {}
+    return lookupd.parse_producers(data)
+
+
+def discover(
+    lookupd_addresses: list[str], topic: str | None, timeout: float, *, fall_back_to_nodes: bool
+) -> list[tuple[str, int]]:
+    """nsqd (host, port) pairs from nsqlookupd: the topic's producers, or with
+    ``fall_back_to_nodes`` every known nsqd when no producer has the topic yet
+    (a publisher may create it anywhere). Raises when no nsqlookupd answered."""
+    found: set[tuple[str, int]] = set()
+    answered = 0
+    errors = []
+    for address in lookupd_addresses:
+        try:
+            if topic is not None:
+                found.update(lookupd.query(address, topic, timeout, timeout))
+            answered += 1
+        except (requests.RequestException, ValueError) as exc:
+            errors.append("%s: %s" % (address, exc))
+    if not found and fall_back_to_nodes:
+        for address in lookupd_addresses:
+            try:
+                found.update(lookupd_nodes(address, timeout))
+                answered += 1
+            except (requests.RequestException, ValueError) as exc:
+                errors.append("%s: %s" % (address, exc))
+    if not answered:
+        raise ConnectionError("no nsqlookupd answered: %s" % "; ".join(errors))
+    return sorted(found)
