@@ -6,19 +6,19 @@
 # in logs, reprs or error messages.
 from __future__ import annotations
 
+import functools
 import logging
-import time
 
 import pytest
 
 import nsq
 from nsq.conn import Connection
 from nsq.errors import AuthError, AuthFailedError, Error, UnauthorizedError
-from nsq.runtime import get_backend
 
 from authserver import AuthServer, grant
 from certs import make_pki
 from servers import free_port
+import waiting
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,13 +47,7 @@ def auth_nsqd(nsqd_factory, authd):
     return nsqd_factory("--auth-http-address=%s" % authd.address)
 
 
-def poll(backend, predicate, timeout=10.0, message="condition"):
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % message)
-        sleep(0.01)
+wait_for = functools.partial(waiting.wait_for, timeout=10.0, interval=0.01)
 
 
 def connect(server, backend, secret, **kwargs):
@@ -142,7 +136,7 @@ def test_writer_and_reader_with_an_allowed_secret(auth_nsqd, backend, topic):
     reader = nsq.Reader(topic, "ch", handler, nsqd_tcp_addresses=[auth_nsqd.tcp_address], max_in_flight=5, **options)
     reader.start()
     try:
-        poll(backend, lambda: len(received) >= 20, message="20 messages")
+        wait_for(lambda: len(received) >= 20, backend, message="20 messages")
         (conn,) = reader.conns.values()
         assert conn.auth_identity["identity"] == "alice"
     finally:
@@ -173,7 +167,7 @@ def test_publish_only_secret(auth_nsqd, authd, backend, topic, caplog):
     )
     reader.start()
     try:
-        poll(backend, lambda: len(authd.requests_for(SECRET_PUB)) - before >= 3, message="3 AUTH attempts")
+        wait_for(lambda: len(authd.requests_for(SECRET_PUB)) - before >= 3, backend, message="3 AUTH attempts")
         assert not reader.conns
         assert reader.stats()["received"] == 0
     finally:
@@ -213,7 +207,7 @@ def test_reader_with_a_refused_secret_keeps_retrying(auth_nsqd, authd, backend, 
     )
     reader.start()
     try:
-        poll(backend, lambda: len(authd.requests_for(SECRET_REFUSED)) >= 3, message="3 AUTH attempts")
+        wait_for(lambda: len(authd.requests_for(SECRET_REFUSED)) >= 3, backend, message="3 AUTH attempts")
         assert not reader.conns
     finally:
         reader.close()
@@ -289,7 +283,7 @@ def test_secret_never_appears_in_logs_reprs_or_errors(auth_nsqd, backend, topic,
     )
     reader.start()
     try:
-        poll(backend, lambda: "E_UNAUTHORIZED" in caplog.text, message="a logged SUB refusal")
+        wait_for(lambda: "E_UNAUTHORIZED" in caplog.text, backend, message="a logged SUB refusal")
         texts.append(repr(reader))
     finally:
         reader.close()

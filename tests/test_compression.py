@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import socket
@@ -21,11 +22,11 @@ import snappy
 import nsq
 from nsq.conn import Connection
 from nsq.errors import ConfigError, FeatureNegotiationError
-from nsq.runtime import get_backend
 from nsq.transport import DeflateStream, SnappyStream
 
 from certs import make_pki
 from servers import free_port
+import waiting
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,13 +56,7 @@ def start_nsqd(nsqd_factory, mode, pki=None, *extra):
     return nsqd_factory(*flags)
 
 
-def poll(backend, predicate, timeout=15.0, message="condition"):
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % message)
-        sleep(0.01)
+wait_for = functools.partial(waiting.wait_for, interval=0.01)
 
 
 def stack(conn):
@@ -108,7 +103,7 @@ def test_round_trip_byte_for_byte(nsqd_factory, backend, topic, mode):
     reader = nsq.Reader(topic, "ch", handler, nsqd_tcp_addresses=[server.tcp_address], max_in_flight=100, **kwargs)
     reader.start()
     try:
-        poll(backend, lambda: len(received) >= len(bodies), message="all messages")
+        wait_for(lambda: len(received) >= len(bodies), backend, message="all messages")
         (client,) = server.clients(topic, "ch")
         assert client["snappy"] == ("snappy" in mode)
         assert client["deflate"] == ("deflate" in mode)
@@ -236,7 +231,7 @@ def test_bytes_after_the_identify_response_are_not_lost(backend, mode):
     try:
         conn.connect()
         assert stack(conn)[0] == ("SnappyStream" if mode == "snappy" else "DeflateStream")
-        poll(backend, lambda: "answer" in seen, message="NOP answer to the heartbeat")
+        wait_for(lambda: "answer" in seen, backend, message="NOP answer to the heartbeat")
     finally:
         conn.close()
         listener.close()

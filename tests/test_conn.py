@@ -3,6 +3,7 @@
 # fatal and non-fatal server errors, write coalescing and dead-peer detection.
 from __future__ import annotations
 
+import functools
 import socket
 
 import pytest
@@ -18,27 +19,14 @@ from nsq.errors import (
 )
 from nsq.runtime import get_backend
 
+import waiting
+from waiting import run_blocking
+
 WAIT = 10.0
 UNKNOWN_ID = b"0123456789abcdef"
 
 
-def wait_for(pred, backend, timeout=WAIT, interval=0.01, message=None):
-    """Poll pred() using the backend's sleep (so the gevent hub keeps running)."""
-    b = get_backend(backend)
-    deadline = b.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if b.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise AssertionError("condition not met within %.1fs%s" % (timeout, ": %s" % text if text else ""))
-        b.sleep(interval)
-
-
-def http(backend, fn, *args):
-    """Call the (blocking, unpatched) HTTP helpers of the test harness without stalling gevent."""
-    return get_backend(backend).run_blocking(fn, *args)
+wait_for = functools.partial(waiting.wait_for, timeout=WAIT, interval=0.01)
 
 
 def connect(nsqd_or_host, backend, port=None, **kwargs):
@@ -151,7 +139,7 @@ def test_identify_reaches_nsqd(nsqd, topic, backend):
     )
     try:
         conn.subscribe(topic, "ch")
-        clients = wait_for(lambda: http(backend, nsqd.clients, topic, "ch"), backend)
+        clients = wait_for(lambda: run_blocking(backend, nsqd.clients, topic, "ch"), backend)
         assert len(clients) == 1
         client = clients[0]
         assert client["client_id"] == "my-client-id"
@@ -191,9 +179,9 @@ def test_compressed_connection_round_trip(nsqd, topic, backend, compression):
         wait_for(lambda: received, backend)
         assert received[0].body == body
         received[0].finish()
-        clients = http(backend, nsqd.clients, topic, "ch")
+        clients = run_blocking(backend, nsqd.clients, topic, "ch")
         assert clients[0][compression] is True
-        wait_for(lambda: http(backend, nsqd.channel_stats, topic, "ch")["in_flight_count"] == 0, backend)
+        wait_for(lambda: run_blocking(backend, nsqd.channel_stats, topic, "ch")["in_flight_count"] == 0, backend)
     finally:
         conn.close()
 
@@ -223,7 +211,7 @@ def test_event_hooks_fire(nsqd, topic, backend):
     assert [bytes(kw["data"]) for kw in responses] == [b"OK"]
     assert responses[0]["conn"] is conn
 
-    http(backend, nsqd.http_pub, topic, b"hooked")
+    run_blocking(backend, nsqd.http_pub, topic, b"hooked")
     conn.send_rdy(1)
     assert "ready" in names()
     message = wait_for(lambda: [kw["message"] for n, kw in seen if n == "message"], backend)[0]
@@ -264,7 +252,7 @@ def test_heartbeat_answered_with_nop_keeps_connection_alive(nsqd, topic, backend
         assert counter.writes.count(b"NOP\n") >= 2
         # and the connection still works
         assert pub_request(conn, topic, b"alive") == b"OK"
-        assert http(backend, nsqd.message_count, topic) == 1
+        assert run_blocking(backend, nsqd.message_count, topic) == 1
     finally:
         conn.close()
 
@@ -343,7 +331,7 @@ def test_sends_without_flush_leave_in_a_single_write(nsqd, topic, backend):
         for waiter in waiters:
             assert waiter.event.wait(WAIT)
             assert waiter.result == b"OK"
-        assert http(backend, nsqd.message_count, topic) == 50
+        assert run_blocking(backend, nsqd.message_count, topic) == 50
         conn.flush()  # nothing pending: no write
         assert len(counter.writes) == 1
     finally:
@@ -370,7 +358,7 @@ def test_sends_during_a_write_are_coalesced_into_the_next_write(nsqd, topic, bac
             assert waiter.result == b"OK"
         assert len(counter.writes) == 2
         assert counter.writes[1] == b"".join(codec.encode_pub(topic, b"q%d" % i) for i in range(20))
-        assert http(backend, nsqd.message_count, topic) == 21
+        assert run_blocking(backend, nsqd.message_count, topic) == 21
     finally:
         gate.set()
         conn.close()

@@ -15,6 +15,8 @@ from nsq.errors import InvalidArgumentError
 from nsq.message import AlreadyRespondedError, Message
 from nsq.runtime import get_backend
 
+from waiting import wait_for
+
 MSG_ID = b"0123456789abcdef"
 
 
@@ -164,18 +166,6 @@ def test_requeue_delay_ms_on_a_connection():
 
 
 # -- against a real nsqd --------------------------------------------------------------
-
-
-def wait_for(predicate, backend, timeout=15.0, message=""):
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting: %s" % (message or predicate))
-        sleep(0.02)
 
 
 @pytest.fixture

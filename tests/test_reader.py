@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import gc
 import logging
 import threading
@@ -19,6 +20,9 @@ from nsq import client as nsq_client
 from nsq.conn import Connection
 from nsq.runtime import get_backend
 
+import waiting
+from waiting import stays
+
 CHANNEL = "ch"
 
 # Knobs that keep the tests fast; individual tests override them.
@@ -30,28 +34,7 @@ FAST = dict(
 )
 
 
-def wait_for(predicate, backend, timeout=20.0, message=""):
-    """Poll predicate, letting the backend run (the gevent hub must run while a gevent test waits)."""
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            text = message() if callable(message) else message
-            raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, text or predicate.__name__))
-        sleep(0.02)
-
-
-def stays(predicate, backend, duration):
-    """predicate holds every time it is checked during `duration` seconds (for things that must NOT happen)."""
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
-        assert predicate(), "condition stopped holding: %s" % predicate.__name__
-        sleep(0.02)
-    assert predicate()
+wait_for = functools.partial(waiting.wait_for, timeout=20.0)
 
 
 def channel(nsqd, topic, name=CHANNEL):
@@ -809,7 +792,7 @@ def test_set_max_in_flight_zero_pauses_and_n_resumes(nsqd, topic, backend, make_
     def still_paused():
         return len(seen) == count_when_paused and paused()
 
-    stays(still_paused, backend, duration=1.5)
+    assert stays(still_paused, backend, duration=1.5), "condition stopped holding: still_paused"
 
     reader.set_max_in_flight(5)
     wait_for(lambda: len(seen) >= n, backend)
@@ -837,19 +820,26 @@ def test_is_starved(nsqd, topic, backend, make_reader):
     wait_for(drained(nsqd, topic), backend)
 
 
-def test_concurrency_runs_handlers_in_parallel(nsqd, topic, backend, make_reader):
-    nsqd.http_mpub(topic, bodies(8))
+def overlap_counting_handler(backend, pause):
+    """(handler, state): a handler that takes `pause` seconds, and state counting the calls
+    running at this moment ("now"), the most that ever ran at once ("peak") and those done."""
     sleep = get_backend(backend).sleep
     state = {"now": 0, "peak": 0, "done": 0}
 
     def handler(msg):
         state["now"] += 1
         state["peak"] = max(state["peak"], state["now"])
-        sleep(0.1)
+        sleep(pause)
         state["now"] -= 1
         state["done"] += 1
         return True
 
+    return handler, state
+
+
+def test_concurrency_runs_handlers_in_parallel(nsqd, topic, backend, make_reader):
+    nsqd.http_mpub(topic, bodies(8))
+    handler, state = overlap_counting_handler(backend, 0.1)
     reader = make_reader(
         topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=8, concurrency=4
     )
@@ -860,17 +850,7 @@ def test_concurrency_runs_handlers_in_parallel(nsqd, topic, backend, make_reader
 
 def test_handlers_never_run_concurrently_by_default(nsqd, topic, backend, make_reader):
     nsqd.http_mpub(topic, bodies(50))
-    sleep = get_backend(backend).sleep
-    state = {"now": 0, "peak": 0, "done": 0}
-
-    def handler(msg):
-        state["now"] += 1
-        state["peak"] = max(state["peak"], state["now"])
-        sleep(0.001)
-        state["now"] -= 1
-        state["done"] += 1
-        return True
-
+    handler, state = overlap_counting_handler(backend, 0.001)
     reader = make_reader(topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=20)
     reader.start()
     wait_for(lambda: state["done"] == 50, backend)

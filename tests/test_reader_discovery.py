@@ -5,33 +5,23 @@
 # skipped. Plus the pure URL/answer helpers of nsq.lookupd.
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
-import time
 
 import pytest
 
 import nsq
 from nsq import lookupd as nsq_lookupd
-from nsq.runtime import get_backend
 from servers import free_port
+import waiting
 
 CHANNEL = "ch"
 POLL = 0.5
 
 
-def wait_for(predicate, backend, timeout=20.0, message=""):
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            text = message() if callable(message) else message
-            raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, text or predicate.__name__))
-        sleep(0.02)
+wait_for = functools.partial(waiting.wait_for, timeout=20.0)
 
 
 def bodies(n, prefix):

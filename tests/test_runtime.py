@@ -4,6 +4,7 @@
 # call_threadsafe/run_blocking on both backends.
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 import nsq
 import nsq.runtime
 from nsq.runtime import get_backend
+
+import waiting
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 5.0  # generous deadline for anything that should happen "soon"
@@ -35,17 +38,7 @@ def run_python(code: str, *args: str, timeout: float = 60) -> subprocess.Complet
     return proc
 
 
-def wait_for(pred, backend, timeout=WAIT, interval=0.005):
-    """Poll pred() with the backend's own sleep (lets the gevent hub run)."""
-    b = get_backend(backend)
-    deadline = b.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if b.monotonic() >= deadline:
-            raise AssertionError("condition not met within %.1fs" % timeout)
-        b.sleep(interval)
+wait_for = functools.partial(waiting.wait_for, timeout=WAIT, interval=0.005)
 
 
 # ----------------------------------------------------------------------------- choosing a backend

@@ -4,6 +4,7 @@
 # tls_options handling; Writer -> nsqd -> Reader on both backends.
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 import time
@@ -13,11 +14,11 @@ import pytest
 import nsq
 from nsq.conn import Connection
 from nsq.errors import ConfigError, ConnectionClosedError, FeatureNegotiationError, InvalidError
-from nsq.runtime import get_backend
 from nsq.transport import TLSStream, make_ssl_context
 
 from certs import make_pki
 from servers import free_port
+import waiting
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,13 +60,7 @@ def refused(server, backend, host="127.0.0.1", **kwargs):
     return info.value
 
 
-def poll(backend, predicate, timeout=10.0, message="condition"):
-    sleep = get_backend(backend).sleep
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for %s" % message)
-        sleep(0.01)
+wait_for = functools.partial(waiting.wait_for, timeout=10.0, interval=0.01)
 
 
 def client_stats(server):
@@ -220,7 +215,7 @@ def test_writer_and_reader_over_tls(tls_nsqd, pki, backend, topic):
     reader = nsq.Reader(topic, "ch", handler, nsqd_tcp_addresses=[tls_nsqd.tcp_address], max_in_flight=10, **options)
     reader.start()
     try:
-        poll(backend, lambda: len(received) >= len(bodies), message="messages over TLS")
+        wait_for(lambda: len(received) >= len(bodies), backend, message="messages over TLS")
         clients = client_stats(tls_nsqd)
         assert clients and all(c["tls"] for c in clients)
     finally:
@@ -235,9 +230,9 @@ def test_reader_with_a_refused_certificate_keeps_retrying(tls_nsqd, pki, backend
     )
     reader.start()
     try:
-        poll(
-            backend,
+        wait_for(
             lambda: sum("certificate verify failed" in r.getMessage() for r in caplog.records) >= 2,
+            backend,
             message="two failed TLS attempts logged",
         )
         assert not reader.conns

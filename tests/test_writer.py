@@ -4,6 +4,7 @@
 # close()/with, and the joining of concurrent PUBs into MPUBs.
 from __future__ import annotations
 
+import functools
 import socket
 
 import pytest
@@ -19,26 +20,13 @@ from nsq.errors import (
 )
 from nsq.runtime import get_backend
 
+import waiting
+from waiting import run_blocking
+
 WAIT = 10.0
 
 
-def wait_for(pred, backend, timeout=WAIT, interval=0.01, message=None):
-    """Poll pred() using the backend's sleep (so the gevent hub keeps running)."""
-    b = get_backend(backend)
-    deadline = b.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if b.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise AssertionError("condition not met within %.1fs%s" % (timeout, ": %s" % text if text else ""))
-        b.sleep(interval)
-
-
-def blocking(backend, fn, *args):
-    """Run a blocking harness call (HTTP stats, process control) without stalling gevent."""
-    return get_backend(backend).run_blocking(fn, *args)
+wait_for = functools.partial(waiting.wait_for, timeout=WAIT, interval=0.01)
 
 
 def make_writer(backend, *nsqds, **kwargs):
@@ -76,7 +64,8 @@ def drain(nsqd, topic, channel, required, backend, timeout=WAIT, done=None):
         conn.subscribe(topic, channel)
         conn.send_rdy(min(conn.max_rdy_count, 1000))
         try:
-            wait_for((lambda: done(bodies)) if done else (lambda: required <= bodies), backend, timeout, interval=0.02)
+            arrived = (lambda: done(bodies)) if done else (lambda: required <= bodies)
+            wait_for(arrived, backend, timeout=timeout, interval=0.02)
         except AssertionError:
             missing = required - bodies
             raise AssertionError(
@@ -108,8 +97,8 @@ class CommandCounter:
 
 
 def test_pub_mpub_dpub_blocking_return_ok(nsqd, topic, backend):
-    blocking(backend, nsqd.create_topic, topic)
-    blocking(backend, nsqd.create_channel, topic, "c")
+    run_blocking(backend, nsqd.create_topic, topic)
+    run_blocking(backend, nsqd.create_channel, topic, "c")
     with make_writer(backend, nsqd) as w:
         assert w.pub(topic, b"one") == b"OK"
         assert w.mpub(topic, [b"two", b"three"]) == b"OK"
@@ -118,8 +107,8 @@ def test_pub_mpub_dpub_blocking_return_ok(nsqd, topic, backend):
         assert w.dpub(topic, 0, b"six") == b"OK"
         assert w.dpub(topic, 60_000, b"deferred") == b"OK"
         assert w.pub(topic, bytearray(b"seven")) == b"OK"
-    assert blocking(backend, nsqd.message_count, topic) == 8
-    stats = blocking(backend, nsqd.channel_stats, topic, "c")
+    assert run_blocking(backend, nsqd.message_count, topic) == 8
+    stats = run_blocking(backend, nsqd.channel_stats, topic, "c")
     assert stats["depth"] == 7
     assert stats["deferred_count"] == 1
     expected = {b"one", b"two", b"three", b"four", b"five", b"six", b"seven"}
@@ -142,7 +131,7 @@ def test_callbacks_get_conn_and_ok(nsqd, topic, backend):
             assert data == b"OK"
             assert isinstance(conn, Connection)
             assert conn.id == nsqd.tcp_address
-    assert blocking(backend, nsqd.message_count, topic) == 5
+    assert run_blocking(backend, nsqd.message_count, topic) == 5
 
 
 def test_callback_receives_server_error(nsqd_factory, topic, backend):
@@ -182,7 +171,7 @@ def test_many_concurrent_publishers_on_one_writer(nsqd, topic, backend):
         assert tasks_done(tasks)
         assert failures == []
         assert answers["ok"] == workers * per_worker
-    assert blocking(backend, nsqd.message_count, topic) == workers * per_worker
+    assert run_blocking(backend, nsqd.message_count, topic) == workers * per_worker
 
 
 def test_concurrent_mixed_publishes_each_get_their_own_answer(nsqd, topic, backend):
@@ -200,7 +189,7 @@ def test_concurrent_mixed_publishes_each_get_their_own_answer(nsqd, topic, backe
 
         join_all(backend, [b.spawn(run, i) for i in range(90)])
     assert results == [b"OK"] * 90
-    assert blocking(backend, nsqd.message_count, topic) == 30 + 60 + 30
+    assert run_blocking(backend, nsqd.message_count, topic) == 30 + 60 + 30
 
 
 # ----------------------------------------------------------------------------- nsqd dies
@@ -213,8 +202,8 @@ def test_nsqd_killed_mid_run_every_call_answered_and_resumes(nsqd_factory, topic
     # nsqd 1.3 itself overwrites messages written after its last metadata sync when it
     # restarts after a SIGKILL, so "acknowledged implies durable" would not hold.
     nsqd = nsqd_factory("--mem-queue-size=0", "--sync-every=1")
-    blocking(backend, nsqd.create_topic, topic)
-    blocking(backend, nsqd.create_channel, topic, "audit")
+    run_blocking(backend, nsqd.create_topic, topic)
+    run_blocking(backend, nsqd.create_channel, topic, "audit")
     b = get_backend(backend)
     stop = b.event()
     calls = [0]
@@ -248,10 +237,10 @@ def test_nsqd_killed_mid_run_every_call_answered_and_resumes(nsqd_factory, topic
     try:
         tasks = [b.spawn(publisher, i) for i in range(workers)]
         wait_for(lambda: len(oks) >= 100, backend)
-        blocking(backend, nsqd.kill)
+        run_blocking(backend, nsqd.kill)
         killed_at = len(oks)
         wait_for(lambda: not w.conns, backend)  # the Writer noticed
-        blocking(backend, nsqd.start)
+        run_blocking(backend, nsqd.start)
         resumed_from = len(oks)
         # publishing resumes by itself on the same Writer
         wait_for(lambda: len(oks) >= resumed_from + 100, backend, timeout=30)
@@ -276,7 +265,7 @@ def test_nsqd_killed_mid_run_every_call_answered_and_resumes(nsqd_factory, topic
     def consumed_all(bodies):
         if not after_restart <= bodies or len(before_kill - bodies) > 2:
             return False
-        stats = blocking(backend, nsqd.channel_stats, topic, "audit")
+        stats = run_blocking(backend, nsqd.channel_stats, topic, "audit")
         return stats["depth"] == 0 and stats["in_flight_count"] == 0
 
     received = drain(nsqd, topic, "audit", oks, backend, timeout=30, done=consumed_all)
@@ -301,7 +290,7 @@ def test_message_over_nsqd_limit_raises_server_error_and_writer_recovers(nsqd_fa
         with pytest.raises(ServerError):
             w.mpub(topic, [b"ok", b"y" * 2000])
         assert w.mpub(topic, [b"a", b"b"]) == b"OK"
-    assert blocking(backend, nsqd.message_count, topic) == 3
+    assert run_blocking(backend, nsqd.message_count, topic) == 3
 
 
 @pytest.mark.timeout(30)
@@ -338,7 +327,7 @@ def test_unanswered_publish_times_out_then_writer_continues(nsqd, topic, fault_p
     finally:
         proxy.release()
         w.close()
-    assert blocking(backend, nsqd.message_count, topic) == 3
+    assert run_blocking(backend, nsqd.message_count, topic) == 3
 
 
 def test_client_side_max_msg_size_refuses_before_the_wire(nsqd, topic, backend):
@@ -356,7 +345,7 @@ def test_client_side_max_msg_size_refuses_before_the_wire(nsqd, topic, backend):
         assert counter.commands == []
         assert w.pub(topic, b"x" * 1000) == b"OK"  # the limit itself is allowed
         assert w.conns[nsqd.tcp_address] is conn  # same connection: nothing fatal happened
-    assert blocking(backend, nsqd.message_count, topic) == 1
+    assert run_blocking(backend, nsqd.message_count, topic) == 1
 
 
 def test_mpub_over_max_body_size_refused_before_the_wire(nsqd, topic, backend):
@@ -364,7 +353,7 @@ def test_mpub_over_max_body_size_refused_before_the_wire(nsqd, topic, backend):
         with pytest.raises(MessageTooLargeError):
             w.mpub(topic, [b"x" * 40, b"y" * 40, b"z" * 40])
         assert w.mpub(topic, [b"x" * 40, b"y" * 40]) == b"OK"
-    assert blocking(backend, nsqd.message_count, topic) == 2
+    assert run_blocking(backend, nsqd.message_count, topic) == 2
 
 
 # ----------------------------------------------------------------------------- validation
@@ -384,7 +373,7 @@ def test_invalid_topic_refused_before_the_wire(nsqd, backend, bad_topic):
                 call()
             assert isinstance(info.value, ValueError)
         assert counter.commands == []
-    assert blocking(backend, nsqd.stats)["topics"] in (None, [])
+    assert run_blocking(backend, nsqd.stats)["topics"] in (None, [])
 
 
 @pytest.mark.parametrize("bad_body", ["text", 5, None, {"a": 1}])
@@ -402,7 +391,7 @@ def test_non_bytes_body_refused_before_the_wire(nsqd, topic, backend, bad_body):
         with pytest.raises(InvalidBodyError):
             w.mpub(topic, "a string is not a list of messages")
         assert counter.commands == []
-    assert blocking(backend, nsqd.topic_stats, topic) is None
+    assert run_blocking(backend, nsqd.topic_stats, topic) is None
 
 
 @pytest.mark.parametrize("delay", [-1, "5", 1.5, True])
@@ -410,7 +399,7 @@ def test_invalid_dpub_delay_refused(nsqd, topic, backend, delay):
     with make_writer(backend, nsqd) as w:
         with pytest.raises(InvalidArgumentError):
             w.dpub(topic, delay, b"x")
-    assert blocking(backend, nsqd.topic_stats, topic) is None
+    assert run_blocking(backend, nsqd.topic_stats, topic) is None
 
 
 def test_empty_mpub_refused(nsqd, topic, backend):
@@ -447,8 +436,8 @@ def test_publishes_spread_over_several_nsqd(nsqd_factory, topic, backend):
             assert w.pub(topic, b"%d" % i) == b"OK"
         for i in range(20):
             assert w.mpub(topic, [b"m%d" % i, b"n%d" % i]) == b"OK"
-    count_a = blocking(backend, a.message_count, topic)
-    count_c = blocking(backend, c.message_count, topic)
+    count_a = run_blocking(backend, a.message_count, topic)
+    count_c = run_blocking(backend, c.message_count, topic)
     assert count_a > 0 and count_c > 0
     assert count_a + count_c == 140
 
@@ -482,8 +471,8 @@ def test_one_of_two_nsqd_killed(nsqd_factory, topic, backend, retry_publish):
     try:
         tasks = [b.spawn(publisher, i) for i in range(8)]
         wait_for(lambda: len(oks) >= 300, backend)
-        assert blocking(backend, victim.message_count, topic) > 0
-        blocking(backend, victim.kill)
+        assert run_blocking(backend, victim.message_count, topic) > 0
+        run_blocking(backend, victim.kill)
         wait_for(lambda: victim.tcp_address not in w.conns, backend)
         after_kill = len(oks)
         wait_for(lambda: len(oks) >= after_kill + 300, backend)  # the survivor takes over
@@ -493,13 +482,13 @@ def test_one_of_two_nsqd_killed(nsqd_factory, topic, backend, retry_publish):
         tasks = []
 
         # new publishes all go to the survivor
-        before = blocking(backend, survivor.message_count, topic)
+        before = run_blocking(backend, survivor.message_count, topic)
         for i in range(50):
             assert w.pub(topic, b"later-%d" % i) == b"OK"
-        assert blocking(backend, survivor.message_count, topic) == before + 50
+        assert run_blocking(backend, survivor.message_count, topic) == before + 50
 
         # the dead one is reconnected in the background once it is back
-        blocking(backend, victim.start)
+        run_blocking(backend, victim.start)
         wait_for(lambda: victim.tcp_address in w.conns, backend)
     finally:
         stop.set()
@@ -533,7 +522,7 @@ def test_close_and_context_manager(nsqd, topic, backend):
     w2.close()
     assert w2.is_closed()
     assert conn.closed()
-    assert blocking(backend, nsqd.message_count, topic) == 1
+    assert run_blocking(backend, nsqd.message_count, topic) == 1
 
 
 def test_close_lets_publishes_in_flight_finish(nsqd, topic, backend):
@@ -545,7 +534,7 @@ def test_close_lets_publishes_in_flight_finish(nsqd, topic, backend):
     w.close()
     wait_for(lambda: len(results) == 501, backend)
     assert results == [b"OK"] * 501
-    assert blocking(backend, nsqd.message_count, topic) == 502
+    assert run_blocking(backend, nsqd.message_count, topic) == 502
 
 
 # ----------------------------------------------------------------------------- joined publishes
@@ -574,7 +563,7 @@ def test_concurrent_pubs_are_joined_into_fewer_commands(nsqd, topic, backend):
         assert w.pub(topic, b"lone") == b"OK"
         lone = counter.commands[before:]
         assert len(lone) == 1 and lone[0].startswith(b"PUB ")
-    assert blocking(backend, nsqd.message_count, topic) == total + 1
+    assert run_blocking(backend, nsqd.message_count, topic) == total + 1
 
 
 def test_join_publishes_off_sends_one_pub_per_message(nsqd, topic, backend):
@@ -591,4 +580,4 @@ def test_join_publishes_off_sends_one_pub_per_message(nsqd, topic, backend):
         assert results == [b"OK"] * 200
         assert counter.count(b"PUB ") == 200
         assert counter.count(b"MPUB ") == 0
-    assert blocking(backend, nsqd.message_count, topic) == 200
+    assert run_blocking(backend, nsqd.message_count, topic) == 200
