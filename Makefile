@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 
-.PHONY: install nsq test test-pure demo bench fuzz soak clean
+.PHONY: install nsq test demo bench fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,36 @@ test: install nsq
 
 demo: install nsq
 	$(PY) examples/demo.py
+
+FUZZ_RUNS ?= 10000000
+FUZZ_ATHERIS_RUNS ?= 2000000
+FUZZ_ASAN_RUNS ?= 1000000
+FUZZ_SEED ?= 0
+SOAK_COUNT ?= 10000000
+SOAK_FAULT_MESSAGES ?= 1000000
+RELIABILITY := build/reliability
+
+# The decoder under a mutation fuzzer (compiled and pure compared on every
+# input), a coverage-guided atheris run when atheris installs, and an
+# AddressSanitizer build of the compiled decoder.
+fuzz: install
+	-$(PY) -m pip install --quiet atheris
+	$(PY) fuzz/fuzz_decoder.py --engine mutate --runs $(FUZZ_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-mutate.json
+	if $(PY) -c "import atheris" 2>/dev/null; then \
+	  $(PY) fuzz/fuzz_decoder.py --engine atheris --runs $(FUZZ_ATHERIS_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-atheris.json; \
+	else echo "atheris not installable: coverage-guided run skipped"; fi
+	$(PY) fuzz/fuzz_decoder.py --asan --runs $(FUZZ_ASAN_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-asan.json
+
+# 10M messages published and consumed per backend (RSS, leftovers), and the
+# server-fault tests at a million messages.
+soak: install nsq
+	$(PY) soak/soak.py --count $(SOAK_COUNT) --json $(RELIABILITY)/soak.json
+	$(PY) soak/report.py faults --messages $(SOAK_FAULT_MESSAGES) --json $(RELIABILITY)/faults-soak.json
+
+# Regenerates docs/reliability.md from the figures the runs above left in build/.
+reliability: install nsq
+	$(PY) soak/report.py faults --json $(RELIABILITY)/faults.json
+	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
 	rm -rf $(VENV) build nsq/_frame.c nsq/*.so *.egg-info

@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_USER_AGENT = "nsqfast/%s" % __version__
 DEFAULT_MAX_RDY_COUNT = 2500
+#: The largest delay (ms) nsqd reads without wrapping: it parses a delay as a
+#: uint64 of milliseconds and multiplies it into an int64 of nanoseconds.
+MAX_DELAY_MS = (2**63 - 1) // 1_000_000
 HEARTBEAT = b"_heartbeat_"
 OK = b"OK"
 CLOSE_WAIT = b"CLOSE_WAIT"
@@ -602,7 +605,9 @@ class Connection(events.EventedMixin):
         """REQ delay in ms: the given seconds, or requeue_delay x attempts capped by max_requeue_delay."""
         if delay < 0:
             delay = min(self.requeue_delay * message.attempts, self.max_requeue_delay)
-        return int(delay * 1000)
+        # nsqd caps a REQ delay at its --max-req-timeout, but only if the number
+        # did not wrap around on the way: cap it first.
+        return min(int(delay * 1000), MAX_DELAY_MS)
 
     def _requeue_message(self, message: Message, delay: float, backoff: bool) -> None:
         self._respond(codec.encode_req(message.id, self.requeue_delay_ms(message, delay)), message, False if backoff else None)

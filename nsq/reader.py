@@ -98,6 +98,10 @@ class Reader:
         self.backend = get_backend(conn_kwargs.get("backend", "auto"))
         conn_kwargs["backend"] = self.backend
         self.conn_kwargs = conn_kwargs
+        # Build (without connecting) one Connection now, so that bad settings
+        # (snappy with deflate, heartbeat_interval under 1s, tls_options...) raise
+        # here instead of killing the background connection tasks.
+        Connection(*(self._direct[0] if self._direct else ("127.0.0.1", 4150)), **conn_kwargs)
 
         self.conns: dict[str, Connection] = {}
         self._rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)

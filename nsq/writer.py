@@ -11,7 +11,7 @@ import ssl
 from typing import Any, Callable, Iterable
 
 from . import client, codec, events
-from .conn import CONNECTED, Connection, Pending
+from .conn import CONNECTED, MAX_DELAY_MS, Connection, Pending
 from .errors import (
     AuthError,
     ConnectionClosedError,
@@ -279,8 +279,9 @@ class Writer:
 
     def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> bytes | None:
         topic = check_topic(topic)
-        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0:
-            raise InvalidArgumentError("dpub delay_ms must be a non-negative int, not %r" % (delay_ms,))
+        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or not 0 <= delay_ms <= MAX_DELAY_MS:
+            # (nsqd would read a larger delay wrapped around: 2**64 ms as 0)
+            raise InvalidArgumentError("dpub delay_ms must be an int from 0 to %d, not %r" % (MAX_DELAY_MS, delay_ms))
         data = codec.encode_dpub(topic, delay_ms, self._check_body(msg))
         return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
 
