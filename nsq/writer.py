@@ -247,20 +247,26 @@ class Writer:
             )
         return body
 
-    def _check_bodies(self, msgs: Any) -> list[bytes]:
+    def _encode_mpub(self, topic: str, msgs: Any) -> bytes:
+        """MPUB bytes for msgs; the codec checks each body's type, we check the sizes."""
         if isinstance(msgs, (bytes, bytearray, memoryview)):
             msgs = [msgs]
-        if isinstance(msgs, str) or not isinstance(msgs, Iterable):
+        elif isinstance(msgs, str) or not isinstance(msgs, Iterable):
             raise InvalidBodyError("mpub needs bytes or a list of bytes, not %s" % type(msgs).__name__)
-        bodies = [self._check_body(m) for m in msgs]
-        if not bodies:
-            raise InvalidArgumentError("mpub needs at least one message")
-        total = 4 + sum(len(b) + 4 for b in bodies)
+        elif not isinstance(msgs, (list, tuple)):
+            msgs = list(msgs)
+        data = codec.encode_mpub(topic, msgs)
+        largest = max(map(len, msgs))
+        if largest > self.max_msg_size:
+            raise MessageTooLargeError(
+                "message of %d bytes exceeds max_msg_size %d (nsqd --max-msg-size)" % (largest, self.max_msg_size)
+            )
+        total = len(data) - len(topic) - 10  # less b"MPUB ", topic, b"\n" and the 4-byte size
         if total > self.max_body_size:
             raise MessageTooLargeError(
                 "MPUB body of %d bytes exceeds max_body_size %d (nsqd --max-body-size)" % (total, self.max_body_size)
             )
-        return bodies
+        return data
 
     # -- publishing -------------------------------------------------------
 
@@ -274,7 +280,7 @@ class Writer:
 
     def mpub(self, topic: str, msgs: Iterable[bytes] | bytes, callback: Callback | None = None) -> bytes | None:
         topic = check_topic(topic)
-        data = codec.encode_mpub(topic, self._check_bodies(msgs))
+        data = self._encode_mpub(topic, msgs)
         return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
 
     def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> bytes | None:
