@@ -203,7 +203,15 @@ class GeventBackend(Backend):
         self._waiter_cls = Waiter
         self._queue_cls = gevent.queue.Queue
         self._gsocket = gevent.socket
-        self._hub_thread = threading.get_ident()
+        # After monkey.patch_all() threading.get_ident() names the greenlet, not
+        # the OS thread; the original function tells the hub's thread apart.
+        try:
+            from gevent.monkey import get_original
+
+            self._thread_ident = get_original("_thread", "get_ident")
+        except Exception:  # pragma: no cover - gevent without its monkey module
+            self._thread_ident = _thread.get_ident
+        self._hub_thread = self._thread_ident()
         self._hub = gevent.get_hub()  # the hub of the thread that runs the greenlets
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
@@ -231,7 +239,7 @@ class GeventBackend(Backend):
         return self._gsocket.create_connection(address, timeout=timeout)
 
     def in_backend_context(self) -> bool:
-        return threading.get_ident() == self._hub_thread
+        return self._thread_ident() == self._hub_thread
 
     def current_task_id(self) -> int:
         return id(self._gevent.getcurrent())
@@ -241,7 +249,7 @@ class GeventBackend(Backend):
         return self._hub.threadpool.apply(fn, args)
 
     def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
-        if threading.get_ident() == self._hub_thread:
+        if self._thread_ident() == self._hub_thread:
             fn(*args)
         else:
             # get_hub() here would make a new hub for the calling thread; and the
