@@ -31,6 +31,15 @@ test: install nsq
 demo: install nsq
 	$(PY) examples/demo.py
 
+# Side by side against pynsq, gnsq, go-nsq and nsq's bench_reader/bench_writer on
+# real nsqd (peers go into .bench-venvs/): results in benchmarks/results/ and the
+# README's benchmark section. `make bench BENCH_ARGS=--quick` is a smoke run.
+BENCH_ARGS ?=
+bench: install nsq
+	PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+	$(PY) benchmarks/update_readme.py
+
 FUZZ_RUNS ?= 10000000
 FUZZ_ATHERIS_RUNS ?= 2000000
 FUZZ_ASAN_RUNS ?= 1000000
@@ -62,4 +71,4 @@ reliability: install nsq
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
-	rm -rf $(VENV) build nsq/_frame.c nsq/*.so *.egg-info
+	rm -rf $(VENV) .bench-venvs build nsq/_frame.c nsq/*.so *.egg-info

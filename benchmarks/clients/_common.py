@@ -1,0 +1,83 @@
+# What every Python benchmark client shares (stdlib only: each client runs in
+# its own virtualenv): the command line, the READY/start handshake with
+# benchmarks/run.py, the message body, and the one JSON result line.
+#
+# Protocol: the client imports and sets up, prints "READY", then waits for one
+# line on stdin before it connects and runs. When done it prints one JSON line
+# ({"count": .., "seconds": .., "errors": .., ...}) and then waits until stdin
+# is closed, so that the driver can read the process's CPU time from /proc
+# while nothing else runs in it.
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+now = time.perf_counter
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--mode", choices=("consume", "pub", "concurrent", "mpub", "feed"), required=True)
+    p.add_argument("--nsqd", required=True, help="nsqd TCP address(es), host:port[,host:port...]")
+    p.add_argument("--nsqd-http", default="", help="nsqd HTTP address (feed mode: watches the channel depth)")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--channel", default="bench")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--max-in-flight", type=int, default=2500)
+    p.add_argument("--backend", choices=("gevent", "threads"), default="gevent")
+    p.add_argument("--no-patch", action="store_true", help="gevent backend without monkey.patch_all()")
+    p.add_argument("--concurrency", type=int, default=64, help="publishers (concurrent mode)")
+    p.add_argument("--batch", type=int, default=100, help="messages per MPUB (mpub and feed modes)")
+    p.add_argument("--size", type=int, default=100, help="message body size")
+    p.add_argument("--max-depth", type=int, default=200_000, help="feed mode: pause while the channel holds this many")
+    p.add_argument("--snappy", action="store_true")
+    p.add_argument("--tls", action="store_true")
+    p.add_argument("--output-buffer-timeout", type=int, default=0, help="ms asked of nsqd in IDENTIFY (0: the client's default)")
+    p.add_argument("--ca", default="", help="CA certificate to verify nsqd with (TLS); none: no verification")
+    return p
+
+
+def parse(description: str) -> argparse.Namespace:
+    args = parser(description).parse_args()
+    args.addresses = [a for a in args.nsqd.split(",") if a]
+    return args
+
+
+def body(size: int) -> bytes:
+    return bytes(ord("a") + i % 26 for i in range(size))
+
+
+def shares(count: int, parts: int) -> list[int]:
+    """count split into parts nearly equal shares."""
+    return [count // parts + (1 if i < count % parts else 0) for i in range(parts)]
+
+
+def wait_for_start() -> None:
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    if not sys.stdin.readline():
+        sys.exit("benchmark client: stdin closed before the start line")
+
+
+def report(result: dict) -> None:
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    sys.stdin.read()  # until the driver has read our CPU time and closes stdin
+
+
+def depth_of(http_address: str, topic: str, channel: str) -> int | None:
+    """The channel's depth from nsqd's /stats (None when it is not there yet)."""
+    import urllib.request
+
+    url = "http://%s/stats?format=json&topic=%s&channel=%s" % (http_address, topic, channel)
+    with urllib.request.urlopen(url, timeout=5) as response:
+        stats = json.loads(response.read())
+    stats = stats.get("data", stats)  # nsqd < 1.0 wrapped it in "data"
+    for t in stats.get("topics") or []:
+        if t.get("topic_name") == topic:
+            for c in t.get("channels") or []:
+                if c.get("channel_name") == channel:
+                    return int(c.get("depth", 0)) + int(c.get("in_flight_count", 0))
+    return None

@@ -1,0 +1,185 @@
+# The nsqfast side of `make bench`: one workload with nsq.Reader / nsq.Writer
+# on the gevent or threads backend, compiled or pure-Python codec (the driver
+# sets NSQ_PURE_PYTHON=1 for the latter). See _common.py for the protocol.
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+ARGS = _common.parse("nsqfast benchmark client")
+if ARGS.backend == "gevent" and not ARGS.no_patch:
+    from gevent import monkey
+
+    monkey.patch_all()
+
+import ssl  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import nsq  # noqa: E402
+from nsq import codec  # noqa: E402
+
+now = _common.now
+
+
+def conn_options(args) -> dict:
+    options: dict = {"backend": args.backend}
+    if args.output_buffer_timeout:
+        options["output_buffer_timeout"] = args.output_buffer_timeout
+    if args.snappy:
+        options["snappy"] = True
+    if args.tls:
+        options["tls_v1"] = True
+        if args.ca:
+            options["tls_options"] = {"ca_certs": args.ca, "cert_reqs": ssl.CERT_REQUIRED}
+        else:
+            options["tls_options"] = {"cert_reqs": ssl.CERT_NONE}
+    return options
+
+
+def consume(args) -> dict:
+    count = args.count
+    size = args.size
+    state = {"n": 0, "bad": 0, "start": 0.0, "end": 0.0}
+    reader: nsq.Reader
+
+    def handler(message) -> bool:
+        n = state["n"] + 1
+        state["n"] = n
+        if n == 1:
+            state["start"] = now()
+        if len(message.body) != size:
+            state["bad"] += 1
+        if n == count:
+            state["end"] = now()
+            reader.close()  # from inside the handler: completes after we return
+        return True
+
+    reader = nsq.Reader(
+        args.topic,
+        args.channel,
+        handler,
+        nsqd_tcp_addresses=args.addresses,
+        max_in_flight=args.max_in_flight,
+        **conn_options(args),
+    )
+    reader.run()
+    return {"count": state["n"], "seconds": state["end"] - state["start"], "errors": state["bad"]}
+
+
+def spawn_all(args, fn, shares: list[int]) -> None:
+    if args.backend == "gevent":
+        import gevent
+
+        gevent.joinall([gevent.spawn(fn, share) for share in shares], raise_error=True)
+    else:
+        threads = [threading.Thread(target=fn, args=(share,)) for share in shares]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def publish(args) -> dict:
+    writer = nsq.Writer(args.addresses, **conn_options(args))
+    if not writer.wait_connected(10):
+        sys.exit("nsqfast client: no connection to %s" % args.nsqd)
+    topic = args.topic
+    body = _common.body(args.size)
+    done = [0]
+    errors = [0]
+    pub = writer.pub
+    mpub = writer.mpub
+
+    def pub_loop(n: int) -> None:
+        ok = 0
+        for _ in range(n):
+            try:
+                pub(topic, body)
+                ok += 1
+            except nsq.Error as exc:
+                errors[0] += 1
+                print("pub failed: %s" % exc, file=sys.stderr)
+        done[0] += ok
+
+    start = now()
+    if args.mode == "pub":
+        pub_loop(args.count)
+    elif args.mode == "concurrent":
+        spawn_all(args, pub_loop, _common.shares(args.count, args.concurrency))
+    else:  # mpub
+        batch = [body] * args.batch
+        left = args.count
+        while left > 0:
+            n = min(args.batch, left)
+            try:
+                mpub(topic, batch if n == args.batch else batch[:n])
+                done[0] += n
+            except nsq.Error as exc:
+                errors[0] += 1
+                print("mpub failed: %s" % exc, file=sys.stderr)
+            left -= n
+    seconds = now() - start
+    writer.close()
+    return {"count": done[0], "seconds": seconds, "errors": errors[0]}
+
+
+def feed(args) -> dict:
+    """For the RSS run: publish --count messages in MPUBs of --batch, pausing
+    while the channel holds more than --max-depth (so nsqd's backlog stays
+    bounded and the feeding goes on for as long as the consumer runs)."""
+    writer = nsq.Writer(args.addresses, **conn_options(args))
+    if not writer.wait_connected(10):
+        sys.exit("nsqfast client: no connection to %s" % args.nsqd)
+    batch = [_common.body(args.size)] * args.batch
+    left = args.count
+    done = errors = 0
+    start = now()
+    next_check = 0
+    while left > 0:
+        if args.nsqd_http and done >= next_check:
+            while True:
+                depth = _common.depth_of(args.nsqd_http, args.topic, args.channel)
+                if depth is None or depth < args.max_depth:
+                    break
+                time.sleep(0.05)
+            next_check = done + max(args.max_depth // 4, args.batch)
+        n = min(args.batch, left)
+        try:
+            writer.mpub(args.topic, batch if n == args.batch else batch[:n])
+            done += n
+        except nsq.Error as exc:
+            errors += 1
+            print("feed mpub failed: %s" % exc, file=sys.stderr)
+        left -= n
+    seconds = now() - start
+    writer.close()
+    return {"count": done, "seconds": seconds, "errors": errors}
+
+
+def main() -> None:
+    args = ARGS
+    _common.wait_for_start()
+    if args.mode == "consume":
+        result = consume(args)
+    elif args.mode == "feed":
+        result = feed(args)
+    else:
+        result = publish(args)
+    result.update(
+        client="nsqfast",
+        version=nsq.__version__,
+        impl=codec.IMPLEMENTATION,
+        backend=args.backend,
+        patched=args.backend == "gevent" and not args.no_patch,
+        module=nsq.__file__,
+        mode=args.mode,
+    )
+    _common.report(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+# Puts the latest benchmark tables (benchmarks/results/latest.md) and chart
+# into README.md, between the markers <!-- bench:start --> and <!-- bench:end -->.
+# Run by `make bench` after benchmarks/run.py. Without the markers the section
+# is appended at the end of README.md; without README.md nothing is written.
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+START = "<!-- bench:start -->"
+END = "<!-- bench:end -->"
+
+
+def section(results_dir: str, readme_dir: str) -> str:
+    with open(os.path.join(results_dir, "latest.md")) as f:
+        body = f.read().strip()
+    parts = [START, body]
+    png = os.path.join(results_dir, "latest.png")
+    if os.path.exists(png):
+        rel = os.path.relpath(png, readme_dir).replace(os.sep, "/")
+        parts.append("![benchmark chart](%s)" % rel)
+    parts.append(END)
+    return "\n\n".join(parts)
+
+
+def replace(text: str, new: str) -> str:
+    start = text.find(START)
+    end = text.find(END, start + len(START)) if start >= 0 else -1
+    if start >= 0 and end >= 0:
+        return text[:start] + new + text[end + len(END):]
+    if start >= 0 or text.find(END) >= 0:
+        raise SystemExit("README has only one of %s / %s: fix it by hand" % (START, END))
+    return text.rstrip("\n") + "\n\n## Benchmarks\n\n" + new + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    p.add_argument("--results", default=os.path.join(HERE, "results"))
+    args = p.parse_args()
+    if not os.path.exists(os.path.join(args.results, "latest.md")):
+        print("update_readme: no %s/latest.md: run benchmarks/run.py first" % args.results, file=sys.stderr)
+        return 1
+    if not os.path.exists(args.readme):
+        print("update_readme: %s does not exist; nothing written" % args.readme, file=sys.stderr)
+        return 0
+    with open(args.readme) as f:
+        text = f.read()
+    new_text = replace(text, section(args.results, os.path.dirname(os.path.abspath(args.readme))))
+    if new_text != text:
+        with open(args.readme, "w") as f:
+            f.write(new_text)
+        print("update_readme: benchmark section of %s updated" % os.path.relpath(args.readme))
+    else:
+        print("update_readme: %s already up to date" % os.path.relpath(args.readme))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
