@@ -9,7 +9,7 @@ NSQD := .nsq-bin/nsqd
 
 .PHONY: install nsq test demo bench fuzz soak reliability clean
 
-$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx
+$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -33,11 +33,15 @@ demo: install nsq
 
 # Side by side against pynsq, gnsq, go-nsq and nsq's bench_reader/bench_writer on
 # real nsqd (peers go into .bench-venvs/): results in benchmarks/results/ and the
-# README's benchmark section. `make bench BENCH_ARGS=--quick` is a smoke run.
+# README's benchmark section, with nsq.spark's sink and source rates.
+# `make bench BENCH_ARGS=--quick SPARK_BENCH_ARGS="--sink-rows 100000 --source-messages 30000"`
+# is a smoke run.
 BENCH_ARGS ?=
+SPARK_BENCH_ARGS ?=
 bench: install nsq
 	PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
 	$(PY) benchmarks/update_readme.py
 
 FUZZ_RUNS ?= 10000000

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -15,10 +16,35 @@ START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
 
 
+def spark_section(results_dir: str) -> str | None:
+    """The nsq.spark figures written by benchmarks/bench_spark.py, if any."""
+    path = os.path.join(results_dir, "spark.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    sink, source = data["sink"], data["source"]
+    return "\n".join(
+        [
+            "#### Spark (nsq.spark, `%s`, PySpark %s)" % (data["master"], data["pyspark"]),
+            "",
+            "| direction | what | rate |",
+            "|---|---|---:|",
+            "| sink | `df.write.format(\"nsq\")`, %s rows | %s rows/s |"
+            % (format(sink.get("rows", 0), ","), format(sink.get("rows_per_s", 0), ",")),
+            "| source | `readStream.format(\"nsq\")`, availableNow, %s messages | %s msgs/s |"
+            % (format(source.get("messages", 0), ","), format(source.get("messages_per_s", 0), ",")),
+        ]
+    )
+
+
 def section(results_dir: str, readme_dir: str) -> str:
     with open(os.path.join(results_dir, "latest.md")) as f:
         body = f.read().strip()
     parts = [START, body]
+    spark = spark_section(results_dir)
+    if spark:
+        parts.append(spark)
     png = os.path.join(results_dir, "latest.png")
     if os.path.exists(png):
         rel = os.path.relpath(png, readme_dir).replace(os.sep, "/")
