@@ -23,7 +23,23 @@ from .errors import ConfigError
 DEFAULT_READ_SIZE = 256 * 1024
 
 
-class PlainStream:
+class _OnSocket:
+    """settimeout() and close() for the streams that own the socket."""
+
+    sock: socket.socket
+
+    def settimeout(self, timeout: float | None) -> None:
+        self.sock.settimeout(timeout)
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class PlainStream(_OnSocket):
     """A TCP socket; recv() reuses one buffer and returns a view valid until the next call."""
 
     def __init__(self, sock: socket.socket, read_size: int = DEFAULT_READ_SIZE) -> None:
@@ -48,18 +64,9 @@ class PlainStream:
             chunks += chunk
         return bytes(chunks)
 
-    def settimeout(self, timeout: float | None) -> None:
-        self.sock.settimeout(timeout)
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
 
 
-class TLSStream:
+class TLSStream(_OnSocket):
     """TLS client over a plain (OS or gevent) socket, through an ssl.SSLObject and memory BIOs.
 
     The socket I/O stays on the socket given (so it is cooperative on gevent
@@ -183,15 +190,6 @@ class TLSStream:
             chunks += data
         return bytes(chunks)
 
-    def settimeout(self, timeout: float | None) -> None:
-        self.sock.settimeout(timeout)
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
 
 
 def import_snappy() -> Any:
@@ -205,54 +203,15 @@ def import_snappy() -> Any:
     return snappy
 
 
-class SnappyStream:
-    """nsqd's snappy mode: the framed snappy stream format in both directions.
+class _Compressed:
+    """A compression layer over another stream: recv() returns the next
+    non-empty decompressed chunk (b"" at EOF); subclasses set _decompress."""
 
-    python-snappy's stream classes (0.7: a short Python loop per 64 KiB chunk
-    around cramjam's Rust codec, CRC-32C checked) decode at several GB/s, far
-    from being the bottleneck.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        snappy = import_snappy()
-        self.inner = inner
-        self._compressor = snappy.StreamCompressor()
-        self._decompressor = snappy.StreamDecompressor()
-
-    def send(self, data: bytes) -> None:
-        self.inner.send(self._compressor.add_chunk(bytes(data)))
+    inner: Any
+    _decompress: Any
 
     def recv(self) -> bytes:
-        decompress = self._decompressor.decompress
-        while True:
-            raw = self.inner.recv()
-            if not raw:
-                return b""
-            out = decompress(bytes(raw))
-            if out:
-                return out
-
-    def settimeout(self, timeout: float | None) -> None:
-        self.inner.settimeout(timeout)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class DeflateStream:
-    """nsqd's deflate mode: raw DEFLATE (no zlib header) with a sync flush per write."""
-
-    def __init__(self, inner: Any, level: int) -> None:
-        self.inner = inner
-        self._compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
-        self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
-
-    def send(self, data: bytes) -> None:
-        compressor = self._compressor
-        self.inner.send(compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH))
-
-    def recv(self) -> bytes:
-        decompress = self._decompressor.decompress
+        decompress = self._decompress
         while True:
             raw = self.inner.recv()
             if not raw:
@@ -266,6 +225,38 @@ class DeflateStream:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class SnappyStream(_Compressed):
+    """nsqd's snappy mode: the framed snappy stream format in both directions.
+
+    python-snappy's stream classes (0.7: a short Python loop per 64 KiB chunk
+    around cramjam's Rust codec, CRC-32C checked) decode at several GB/s, far
+    from being the bottleneck.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        snappy = import_snappy()
+        self.inner = inner
+        self._compressor = snappy.StreamCompressor()
+        decompress = snappy.StreamDecompressor().decompress
+        self._decompress = lambda raw: decompress(bytes(raw))
+
+    def send(self, data: bytes) -> None:
+        self.inner.send(self._compressor.add_chunk(bytes(data)))
+
+
+class DeflateStream(_Compressed):
+    """nsqd's deflate mode: raw DEFLATE (no zlib header) with a sync flush per write."""
+
+    def __init__(self, inner: Any, level: int) -> None:
+        self.inner = inner
+        self._compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+        self._decompress = zlib.decompressobj(-zlib.MAX_WBITS).decompress
+
+    def send(self, data: bytes) -> None:
+        compressor = self._compressor
+        self.inner.send(compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH))
 
 
 # pynsq passes tls_options to ssl.wrap_socket / tornado's ssl_options_to_context:
