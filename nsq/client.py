@@ -7,10 +7,11 @@ import inspect
 import random
 import threading
 import weakref
-from typing import Any, Iterable
+from typing import Any
 
 from .conn import Connection
 from .errors import ConfigError
+from .runtime import Backend, get_backend
 
 _CONN_ARGS = frozenset(
     name
@@ -27,6 +28,19 @@ def check_conn_kwargs(kwargs: dict[str, Any]) -> None:
     unknown = sorted(set(kwargs) - _CONN_ARGS)
     if unknown:
         raise InvalidKeywordArgumentError("Invalid keyword argument(s): %s" % unknown)
+
+
+def prepare_conn_kwargs(conn_kwargs: dict[str, Any], targets: list[tuple[str, int]]) -> Backend:
+    """Refuse unknown keyword arguments, resolve the backend once for every
+    connection, and build (without connecting) a Connection per target so
+    that bad settings (snappy with deflate, tls_options, ...) raise now rather
+    than inside a background connection task."""
+    check_conn_kwargs(conn_kwargs)
+    backend = get_backend(conn_kwargs.get("backend", "auto"))
+    conn_kwargs["backend"] = backend
+    for host, port in targets or [("127.0.0.1", 4150)]:
+        Connection(host, port, **conn_kwargs)
+    return backend
 
 
 def address_list(addresses: Any, what: str) -> list[str]:
@@ -73,7 +87,3 @@ def register(client: Any) -> None:
 def live_clients() -> list[Any]:
     with _live_lock:
         return [c for c in _live_clients if not c.is_closed()]
-
-
-def iter_conns(conns: Iterable[Connection]) -> list[Connection]:
-    return [c for c in list(conns) if c.is_connected()]

@@ -14,7 +14,7 @@ from .errors import ConfigError, Error
 from .message import Message
 from .names import check_channel, check_topic
 from .rdy import RdyManager
-from .runtime import get_backend, monotonic
+from .runtime import monotonic
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,6 @@ class Reader:
     ) -> None:
         if callable(topic):  # nsq.Reader(handler, topic, channel)
             topic, channel, message_handler = channel, message_handler, topic  # type: ignore[assignment]
-        client.check_conn_kwargs(conn_kwargs)
         self.topic = check_topic(topic)
         self.channel = check_channel(channel)
         if message_handler is not None and not callable(message_handler):
@@ -95,13 +94,8 @@ class Reader:
         self.concurrency = concurrency
         self.close_timeout = close_timeout
         self.max_reconnect_delay = max_reconnect_delay
-        self.backend = get_backend(conn_kwargs.get("backend", "auto"))
-        conn_kwargs["backend"] = self.backend
+        self.backend = client.prepare_conn_kwargs(conn_kwargs, self._direct[:1])
         self.conn_kwargs = conn_kwargs
-        # Build (without connecting) one Connection now, so that bad settings
-        # (snappy with deflate, heartbeat_interval under 1s, tls_options...) raise
-        # here instead of killing the background connection tasks.
-        Connection(*(self._direct[0] if self._direct else ("127.0.0.1", 4150)), **conn_kwargs)
 
         self.conns: dict[str, Connection] = {}
         self._rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)

@@ -24,7 +24,7 @@ from .errors import (
     TimeoutError,
 )
 from .names import check_topic
-from .runtime import get_backend, monotonic
+from .runtime import monotonic
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,6 @@ class Writer:
         join_publishes: bool = True,
         **conn_kwargs: Any,
     ) -> None:
-        client.check_conn_kwargs(conn_kwargs)
         addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
         if not addresses:
             raise InvalidArgumentError("Writer needs at least one nsqd address")
@@ -124,14 +123,8 @@ class Writer:
         self.max_body_size = max_body_size
         self.join_publishes = join_publishes
         self.conn_kwargs = conn_kwargs
-        self.backend = get_backend(conn_kwargs.get("backend", "auto"))
-        self.conn_kwargs["backend"] = self.backend
         self._targets = [client.split_host_port(a) for a in addresses]
-        # Build (without connecting) one Connection per target now, so that bad
-        # settings (snappy with deflate, a bad port, tls_options...) raise here
-        # instead of killing the background connection tasks.
-        for host, port in self._targets:
-            Connection(host, port, **self.conn_kwargs)
+        self.backend = client.prepare_conn_kwargs(conn_kwargs, self._targets)
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
