@@ -83,14 +83,13 @@ def _no_global_gevent_monkey_patching():
 # ----------------------------------------------------------------------------- servers
 
 
-@pytest.fixture
-def nsqd_factory(request):
-    """``nsqd_factory(*extra_flags, lookupd=None, **kw) -> Nsqd`` (started); all closed at teardown."""
+def _server_factory(request, server_class):
+    """Start servers of one class on demand; close them all at teardown."""
     _need_binaries()
     created = []
 
-    def make(*extra_flags, lookupd=None, **kwargs):
-        server = Nsqd(*extra_flags, lookupd=lookupd, **kwargs)
+    def make(*extra_flags, **kwargs):
+        server = server_class(*extra_flags, **kwargs)
         created.append(server)
         _track(request, server)
         return server
@@ -98,6 +97,12 @@ def nsqd_factory(request):
     yield make
     for server in reversed(created):
         server.close()
+
+
+@pytest.fixture
+def nsqd_factory(request):
+    """``nsqd_factory(*extra_flags, lookupd=None, **kw) -> Nsqd`` (started); all closed at teardown."""
+    yield from _server_factory(request, Nsqd)
 
 
 @pytest.fixture
@@ -109,18 +114,7 @@ def nsqd(nsqd_factory):
 @pytest.fixture
 def nsqlookupd_factory(request):
     """``nsqlookupd_factory(*extra_flags, **kw) -> Nsqlookupd`` (started); all closed at teardown."""
-    _need_binaries()
-    created = []
-
-    def make(*extra_flags, **kwargs):
-        server = Nsqlookupd(*extra_flags, **kwargs)
-        created.append(server)
-        _track(request, server)
-        return server
-
-    yield make
-    for server in reversed(created):
-        server.close()
+    yield from _server_factory(request, Nsqlookupd)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import time
 
@@ -81,3 +82,19 @@ def depth_of(http_address: str, topic: str, channel: str) -> int | None:
                 if c.get("channel_name") == channel:
                     return int(c.get("depth", 0)) + int(c.get("in_flight_count", 0))
     return None
+
+
+def conn_options(args: argparse.Namespace) -> dict:
+    """The connection keyword arguments pynsq, gnsq and nsqfast share, from the flags."""
+    options: dict = {}
+    if args.output_buffer_timeout:
+        options["output_buffer_timeout"] = args.output_buffer_timeout
+    if args.snappy:
+        options["snappy"] = True
+    if args.tls:
+        options["tls_v1"] = True
+        if args.ca:
+            options["tls_options"] = {"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": args.ca}
+        else:
+            options["tls_options"] = {"cert_reqs": ssl.CERT_NONE}
+    return options

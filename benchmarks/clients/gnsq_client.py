@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-import ssl
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -21,19 +20,7 @@ import gnsq  # noqa: E402
 now = _common.now
 
 
-def conn_options(args) -> dict:
-    options: dict = {}
-    if args.output_buffer_timeout:
-        options["output_buffer_timeout"] = args.output_buffer_timeout
-    if args.snappy:
-        options["snappy"] = True
-    if args.tls:
-        options["tls_v1"] = True
-        if args.ca:
-            options["tls_options"] = {"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": args.ca}
-        else:
-            options["tls_options"] = {"cert_reqs": ssl.CERT_NONE}
-    return options
+conn_options = _common.conn_options
 
 
 def consume(args) -> dict:

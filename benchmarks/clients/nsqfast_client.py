@@ -15,7 +15,6 @@ if ARGS.backend == "gevent" and not ARGS.no_patch:
 
     monkey.patch_all()
 
-import ssl  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -26,18 +25,7 @@ now = _common.now
 
 
 def conn_options(args) -> dict:
-    options: dict = {"backend": args.backend}
-    if args.output_buffer_timeout:
-        options["output_buffer_timeout"] = args.output_buffer_timeout
-    if args.snappy:
-        options["snappy"] = True
-    if args.tls:
-        options["tls_v1"] = True
-        if args.ca:
-            options["tls_options"] = {"ca_certs": args.ca, "cert_reqs": ssl.CERT_REQUIRED}
-        else:
-            options["tls_options"] = {"cert_reqs": ssl.CERT_NONE}
-    return options
+    return dict(_common.conn_options(args), backend=args.backend)
 
 
 def consume(args) -> dict:
