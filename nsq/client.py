@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import inspect
+import os
 import random
-import threading
 import weakref
 from typing import Any
 
 from .conn import Connection
 from .errors import ConfigError
-from .runtime import Backend, get_backend
+from .runtime import Backend, get_backend, os_lock
 
 _CONN_ARGS = frozenset(
     name
@@ -76,7 +76,15 @@ def reconnect_delay(failures: int, cap: float, base: float = 0.1) -> float:
 
 
 _live_clients: "weakref.WeakSet[Any]" = weakref.WeakSet()
-_live_lock = threading.Lock()
+_live_lock = os_lock()  # taken from any OS thread, so never a greenlet lock
+
+
+def _after_fork_in_child() -> None:
+    global _live_lock
+    _live_lock = os_lock()  # it may have been held by a thread that does not exist here
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def register(client: Any) -> None:

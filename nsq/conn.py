@@ -18,6 +18,7 @@ from .errors import (
     ConnectionClosedError,
     Error,
     FeatureNegotiationError,
+    ForkedError,
     FinFailedError,
     ProtocolError,
     ReqFailedError,
@@ -26,7 +27,7 @@ from .errors import (
     server_error,
 )
 from .message import Message
-from .runtime import Backend, get_backend, monotonic
+from .runtime import Backend, get_backend, monotonic, on_fork_in_child
 from .transport import (
     DEFAULT_READ_SIZE,
     DeflateStream,
@@ -186,6 +187,7 @@ class Connection(events.EventedMixin):
         self._waiters: collections.deque[Pending] = collections.deque()
         self._closed = self.backend.event()
         self._reader_task: Any = None
+        on_fork_in_child(self)
 
     # -- introspection --------------------------------------------------
 
@@ -507,6 +509,7 @@ class Connection(events.EventedMixin):
         """Queue a command; commands queued while a write is in flight leave
         together in the next single write. With flush=False the bytes wait
         for the next flush() or send()."""
+        self.backend.check_context("Connection.send")
         with self._lock:
             if self.state not in (CONNECTED, CLOSING):
                 raise ConnectionClosedError("connection to nsqd %s is %s" % (self.id, self.state.lower()))
@@ -519,6 +522,7 @@ class Connection(events.EventedMixin):
         self._drain()
 
     def flush(self) -> None:
+        self.backend.check_context("Connection.flush")
         with self._lock:
             if self._writing or not self._out or self.state not in (CONNECTED, CLOSING):
                 return
@@ -629,8 +633,9 @@ class Connection(events.EventedMixin):
             return False
         return result == CLOSE_WAIT
 
-    def close(self) -> None:
-        self._close_now(None)
+    def close(self, reason: BaseException | None = None) -> None:
+        """Close now: commands still waiting for an answer fail (with reason, when given)."""
+        self._close_now(reason)
 
     def _close_now(self, error: BaseException | None) -> None:
         with self._lock:
@@ -654,6 +659,50 @@ class Connection(events.EventedMixin):
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         return bool(self._closed.wait(timeout))
+
+    def is_idle(self) -> bool:
+        """Nothing waits to be written and no command waits for its answer."""
+        return not self._waiters and not self._out
+
+    def stop_io_after_fork(self) -> None:
+        """First thing in a forked child, before any owner hears of the fork:
+        from now on no byte leaves this process on the parent's socket."""
+        if self.state != CLOSED:
+            self.state = CLOSED
+            self.close_error = ForkedError(
+                "connection to nsqd %s belongs to the process that opened it (this process forked from it)"
+                % (self.id,)
+            )
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the socket is the parent's. Drop this process's
+        descriptor without writing a byte or shutting the connection down,
+        and fail whatever waited on it here (never the parent's waiters)."""
+        if self._stream is None and self._closed.is_set():
+            return
+        self.stop_io_after_fork()
+        error = self.close_error
+        self._lock = self.backend.lock()  # it may have been held by a thread that does not exist here
+        waiters = list(self._waiters)
+        self._waiters.clear()
+        self._out.clear()
+        self._writing = False
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.close()  # no shutdown(): see the transport's close()
+            except Exception:
+                pass
+        if self.backend.tasks_survive_fork:
+            # greenlets survive the fork: wake those that wait here with the error
+            for waiter in waiters:
+                self._resolve(waiter, error)
+            self._closed.set()
+            self.trigger(events.CLOSE, conn=self)
+        else:
+            # the threads that waited do not exist in the child
+            self._closed = self.backend.event()
+            self._closed.set()
 
 
 AsyncConn = Connection

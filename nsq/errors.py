@@ -54,6 +54,19 @@ class ConfigError(InvalidArgumentError):
     """Conflicting or invalid connection settings (snappy and deflate, ...)."""
 
 
+class HubThreadError(Error, AssertionError):
+    """A gevent primitive of this library was used from an OS thread that does
+    not run the hub (raised only when NSQ_CHECK_HUB_THREAD=1 is set)."""
+
+
+class HubStateError(Error):
+    """The gevent hub this library runs on is in a state it cannot recover from."""
+
+
+class ForkedError(ConnectionClosedError):
+    """A client made before os.fork() was used in the child in a way that cannot work there."""
+
+
 class FeatureNegotiationError(Error):
     """The server does not offer a feature the client asked for (TLS, compression)."""
 

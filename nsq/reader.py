@@ -5,16 +5,17 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 from typing import Any, Callable, Iterable
 
 from . import client, lookupd
 from .conn import Connection
-from .errors import ConfigError, Error
+from .errors import ConfigError, Error, ForkedError
 from .message import Message
 from .names import check_channel, check_topic
 from .rdy import RdyManager
-from .runtime import monotonic
+from .runtime import from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +25,9 @@ _STOP = object()
 
 # Answers of one batch of handler calls leave together, but never later than this (seconds).
 ACK_FLUSH_INTERVAL = 0.05
+#: How much longer than its own timeout a caller on another OS thread waits
+#: for the hub to run close() before it gives up.
+FOREIGN_THREAD_GRACE = 5.0
 
 
 class Reader:
@@ -99,17 +103,23 @@ class Reader:
 
         self.conns: dict[str, Connection] = {}
         self._rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
-        self._lock = self.backend.lock()
-        self._queue = self.backend.queue()
+        self._make_primitives()
         self._started = False
-        self._closing = self.backend.event()
-        self._closed = self.backend.event()
+        self._forked_from: int | None = None  # the pid that started this Reader, when this is a forked child
         self._handling: set[int] = set()  # tasks currently inside a handler batch
         self._tasks: list[Any] = []
         self._discovered: set[tuple[str, int]] = set()
         self._connecting: set[str] = set()
         self._stats = {"received": 0, "finished": 0, "requeued": 0, "given_up": 0, "handler_errors": 0}
         client.register(self)
+        on_fork_in_child(self)
+
+    @from_any_thread()
+    def _make_primitives(self) -> None:
+        self._lock = self.backend.lock()
+        self._queue = self.backend.queue()
+        self._closing = self.backend.event()
+        self._closed = self.backend.event()
 
     def __repr__(self) -> str:
         return "<nsq.Reader %s conns=%d total_rdy=%d>" % (self.name, len(self.conns), self.total_rdy)
@@ -157,10 +167,16 @@ class Reader:
 
     # -- lifecycle --------------------------------------------------------------
 
+    @from_any_thread()
     def start(self) -> None:
         """Start connecting and consuming in the background (run() calls it)."""
         if self.message_handler is None and type(self).process_message is Reader.process_message:
             raise ConfigError("you must specify the Reader's message_handler (or override process_message)")
+        if self._forked_from is not None:
+            raise ForkedError(
+                "Reader %s was started in process %d, which this process forked from; a Reader consumes only "
+                "in the process that started it: create and start a new Reader here" % (self.name, self._forked_from)
+            )
         with self._lock:
             if self._started or self._closing.is_set():
                 return
@@ -176,16 +192,45 @@ class Reader:
         """Consume until close() (or Ctrl-C, which closes gracefully)."""
         self.start()
         try:
-            while not self._closed.wait(0.5):
+            while not self._wait_closed(0.5):
                 pass
         except KeyboardInterrupt:
             self.close()
 
+    @from_any_thread(timeout=lambda self, timeout: timeout + FOREIGN_THREAD_GRACE)
+    def _wait_closed(self, timeout: float) -> bool:
+        return bool(self._closed.wait(timeout))
+
     def is_closed(self) -> bool:
         return self._closed.is_set()
 
+    def after_fork_in_child(self) -> None:
+        """In a forked child: a Reader started in the parent stops here for
+        good (its sockets are the parent's, and the parent goes on consuming);
+        one that was never started starts normally in the child."""
+        if not self._started or self._closed.is_set():
+            return
+        self._forked_from = os.getppid()
+        conns = list(self.conns.values())
+        self.conns = {}
+        if self.backend.tasks_survive_fork:
+            try:
+                self._closing.set()  # greenlets survived: they see it and stop
+                for _ in range(self.concurrency):
+                    self._queue.put(_STOP)
+                self._closed.set()
+            except Error:  # forked from a thread other than the hub's: no greenlet runs here
+                pass
+        else:
+            self._make_primitives()  # held by threads that do not exist here, maybe
+            self._closing.set()
+            self._closed.set()
+        for conn in conns:
+            conn.after_fork_in_child()
+
     # -- connections --------------------------------------------------------------
 
+    @from_any_thread()
     def connect_to_nsqd(self, host: str, port: int) -> Connection | None:
         """Connect and subscribe to one nsqd; returns the connection, or None
         when it is already connected or the attempt failed (logged)."""
@@ -253,6 +298,7 @@ class Reader:
             if not self._closing.is_set():
                 self._closing.wait(client.reconnect_delay(1, self.max_reconnect_delay))
 
+    @from_any_thread()
     def query_lookupd(self) -> list[tuple[str, int]]:
         """One discovery round: ask every nsqlookupd at once, connect to new producers."""
         results: list[list[tuple[str, int]]] = []
@@ -318,6 +364,7 @@ class Reader:
         """True when some connection has (nearly) as many messages in flight as its RDY."""
         return self._rdy.is_starved()
 
+    @from_any_thread()
     def set_max_in_flight(self, max_in_flight: int) -> None:
         """Change max_in_flight now (0 pauses consumption)."""
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 0:
@@ -452,6 +499,9 @@ class Reader:
 
     # -- closing --------------------------------------------------------------------
 
+    @from_any_thread(
+        timeout=lambda self, timeout=None: (self.close_timeout if timeout is None else timeout) + FOREIGN_THREAD_GRACE
+    )
     def close(self, timeout: float | None = None) -> None:
         """Stop consuming: CLS to every nsqd, let running handlers finish and
         answer (up to timeout, default close_timeout), then close the sockets.
@@ -493,6 +543,7 @@ class Reader:
 
     # -- stats ----------------------------------------------------------------------
 
+    @from_any_thread()
     def stats(self) -> dict[str, Any]:
         """Counters since start, plus RDY and in-flight per connection."""
         with self._lock:

@@ -1,5 +1,5 @@
-# nsq.run(): block until SIGINT or SIGTERM (then close every Reader and Writer
-# gracefully) or until all of them have closed by themselves.
+"""nsq.run(): block until SIGINT or SIGTERM (then close every Reader and Writer
+gracefully) or until all of them have closed by themselves."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from . import client
-from .runtime import get_backend
+from .runtime import get_backend, thread_signal
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,8 @@ def run(poll_interval: float = 0.1) -> None:
         start = getattr(live, "start", None)
         if start is not None:
             start()
-    stop = backend.event()
+    # Off the hub's thread (gevent) a gevent Event cannot be waited on: wait on one of this thread's own.
+    stop = backend.event() if backend.in_backend_context() else thread_signal()
     received: list[int] = []
 
     def on_signal(signum: int, frame: Any = None) -> None:

@@ -1,21 +1,72 @@
-# The concurrency layer: spawn, sleep, Event, Lock, Queue, timers and sockets
-# over gevent greenlets or plain OS threads. Nothing above this module imports
-# gevent or threading directly; it asks get_backend() for one of these.
+"""The concurrency layer: spawn, sleep, Event, Lock, Queue, timers and sockets
+over gevent greenlets or plain OS threads, the one door into a gevent hub
+from other OS threads, and what happens to all of it after ``os.fork()``.
+
+Nothing above this module imports gevent; it asks get_backend() for a
+backend and uses its primitives.
+
+Threads and greenlets. Under gevent only the hub's own OS thread may touch
+the hub: its loop, watchers, Events, Waiters, Queues and the sockets it
+owns. libev counts active watchers in a plain integer that the hub thread
+changes without holding the GIL, so even gevent's
+``loop.run_callback_threadsafe`` from another thread can lose an update and
+drive the count negative, after which the hub stops scheduling. Every call
+that may come from another OS thread therefore enters through one door: a
+deque plus one hub-owned ``async_`` watcher (libev's ``ev_async_send`` is
+its one thread-safe call). The hub runs what came in, each call in a
+greenlet of its own. A caller that must wait for the result waits on a lock
+of its own OS thread (``call_and_wait``), never on a greenlet primitive.
+Methods that users may call from any thread are marked ``@from_any_thread``.
+With NSQ_CHECK_HUB_THREAD=1 in the environment, every gevent primitive
+handed out here checks that it is used on the hub's thread and raises
+HubThreadError otherwise; the test suite runs with the switch on.
+
+Forking. ``fork_generation()`` counts the forks this process descends from;
+objects registered with ``on_fork_in_child`` are told in the child, before
+anything else runs there, so that nothing in the child uses a socket it
+shares with its parent.
+"""
 from __future__ import annotations
 
 import _thread
+import collections
+import functools
+import logging
+import os
 import queue as _queue
 import socket as _socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Protocol
+import weakref
+from typing import Any, Callable, Protocol, TypeVar
 
-from .errors import ConfigError
+from .errors import ConfigError, HubStateError, HubThreadError, TimeoutError
+
+logger = logging.getLogger(__name__)
 
 monotonic = time.monotonic
 
 BACKEND_NAMES = ("auto", "gevent", "threads")
+
+#: Set to 1 to make every gevent primitive check that it runs on the hub's thread.
+CHECK_HUB_THREAD_ENV = "NSQ_CHECK_HUB_THREAD"
+
+
+def _original(module: str, name: str) -> Any:
+    """``module.name`` as it was before gevent's monkey patching (if any)."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None:
+        try:
+            return monkey.get_original(module, name)
+        except Exception:  # pragma: no cover - a module gevent does not know
+            pass
+    return getattr(sys.modules[module] if module in sys.modules else __import__(module), name)
+
+
+def os_thread_ident() -> int:
+    """The OS thread's id, also under monkey patching (where get_ident names a greenlet)."""
+    return _original("_thread", "get_ident")()
 
 
 class Task(Protocol):
@@ -60,12 +111,13 @@ _NULL_LOCK = _NullLock()
 
 
 class _LockWaiter:
-    """One-shot signal between OS threads: a raw lock taken at birth, released by set()."""
+    """One-shot signal between OS threads: a raw (never monkey-patched) lock
+    taken at birth, released by set()."""
 
     __slots__ = ("_lock",)
 
     def __init__(self) -> None:
-        self._lock = _thread.allocate_lock()
+        self._lock = os_lock()
         self._lock.acquire()
 
     def set(self) -> None:
@@ -74,33 +126,53 @@ class _LockWaiter:
         except RuntimeError:  # already set
             pass
 
-    def wait(self) -> None:
-        self._lock.acquire()
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(True, max(timeout, 0.0))
 
 
-class _GreenletWaiter:
-    """One-shot signal between greenlets of one hub, cheaper than an Event."""
+def os_lock() -> Any:
+    """A plain mutex for OS threads, never a monkey-patched (greenlet) one."""
+    return _original("_thread", "allocate_lock")()
 
-    __slots__ = ("_waiter", "_is_set", "_run_callback")
 
-    def __init__(self, hub: Any, waiter_cls: Any) -> None:
-        self._waiter = waiter_cls(hub)
-        self._is_set = False
-        self._run_callback = hub.loop.run_callback
+def thread_signal() -> _LockWaiter:
+    """A one-shot set()/wait(timeout) for any OS thread, whatever is monkey-patched."""
+    return _LockWaiter()
 
-    def set(self) -> None:
-        if not self._is_set:
-            self._is_set = True
-            self._run_callback(self._waiter.switch, None)  # Waiter.switch must run in the hub
 
-    def wait(self) -> None:
-        self._waiter.get()
+class _Outcome:
+    """The result of a call made on another task, handed to the OS thread that waits for it."""
+
+    __slots__ = ("done", "value", "error")
+
+    def __init__(self) -> None:
+        self.done = _LockWaiter()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class Backend:
     """What every backend offers; subclasses fill in the primitives."""
 
     name = "base"
+    #: Whether tasks of this backend go on running in a forked child (greenlets
+    #: do, with the hub; threads other than the forking one do not).
+    tasks_survive_fork = False
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
         raise NotImplementedError
@@ -125,12 +197,25 @@ class Backend:
         raise NotImplementedError
 
     def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run fn(*args) in this backend's context, when called from any OS thread."""
+        """Run fn(*args) in this backend's context, from any OS thread; does not wait."""
         raise NotImplementedError
+
+    def call_and_wait(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+        """Run fn() in this backend's context and return its result (or raise
+        its exception), from any OS thread. A caller outside the context waits
+        on a lock of its own thread, at most timeout seconds (TimeoutError)."""
+        return fn()
 
     def in_backend_context(self) -> bool:
         """True when the caller may use this backend's primitives directly."""
         return True
+
+    def check_context(self, what: str) -> None:
+        """Raise HubThreadError when the checks are on and the caller is outside the context."""
+
+    def hub_problem(self) -> str | None:
+        """What is wrong with the event loop under this backend, or None."""
+        return None
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Call a function that may block in C or in unpatched I/O (HTTP lookups)."""
@@ -143,7 +228,33 @@ class Backend:
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Timer:
         return Timer(self, delay, fn, args)
 
+    def after_fork_in_child(self) -> None:
+        """Called in a forked child before any client hears of the fork."""
+
     monotonic = staticmethod(time.monotonic)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def from_any_thread(timeout: Callable[..., float | None] | None = None) -> Callable[[F], F]:
+    """Mark a method of an object with a ``backend`` attribute as callable
+    from any OS thread: outside the backend's context the call goes through
+    the door and the caller waits on its own thread's lock. ``timeout(self,
+    *args, **kwargs)`` bounds that wait (None: no bound)."""
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            backend = self.backend
+            if backend.in_backend_context():
+                return method(self, *args, **kwargs)
+            limit = timeout(self, *args, **kwargs) if timeout is not None else None
+            return backend.call_and_wait(functools.partial(method, self, *args, **kwargs), limit)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 class _ThreadTask:
@@ -187,78 +298,286 @@ class ThreadsBackend(Backend):
         fn(*args)
 
 
+# -- gevent ---------------------------------------------------------------------------
+
+
+def _run_logged(fn: Callable[..., Any], args: tuple) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        logger.exception("call from another thread raised: %r", fn)
+
+
+class _HubDoor:
+    """The one way in from other OS threads: a deque of calls and one
+    hub-owned async watcher. enter() may be called from any thread (a deque
+    append is atomic, ev_async_send is thread-safe); the watcher's callback
+    runs on the hub and starts a greenlet per call, in arrival order."""
+
+    def __init__(self, loop: Any, spawn: Callable[..., Any]) -> None:
+        self._calls: collections.deque = collections.deque()
+        self._spawn = spawn
+        # ref=False: an idle door must not keep the loop alive (gevent.wait()
+        # would never return); a wake-up still interrupts the loop's poll.
+        self._watcher = loop.async_(ref=False)
+        self._watcher.start(self._run_pending)
+
+    def enter(self, fn: Callable[..., Any], args: tuple) -> None:
+        self._calls.append((fn, args))
+        self._watcher.send()
+
+    def _run_pending(self) -> None:
+        calls = self._calls
+        spawn = self._spawn
+        while calls:
+            fn, args = calls.popleft()
+            spawn(_run_logged, fn, args)
+
+    def forget_pending(self) -> None:
+        """In a forked child: the calls queued before the fork were the parent's."""
+        self._calls.clear()
+
+
+class _GeventPrimitives:
+    """The gevent classes, subclassed so that a wait that gevent would end
+    with LoopExit says why, and (with the check on) so that every use
+    outside the hub's thread raises HubThreadError."""
+
+    def __init__(self, backend: "GeventBackend", checked: bool) -> None:
+        import gevent.event
+        import gevent.queue
+        from gevent.exceptions import LoopExit
+
+        check = backend.check_context if checked else None
+        describe = backend.describe_loop_exit
+
+        class Event(gevent.event.Event):
+            __slots__ = ()
+
+            def wait(self, timeout: float | None = None) -> bool:
+                if check is not None:
+                    check("Event.wait")
+                try:
+                    return super().wait(timeout)
+                except LoopExit as exc:
+                    raise describe(exc) from exc
+
+            if checked:
+
+                def set(self) -> None:
+                    check("Event.set")
+                    super().set()
+
+                def clear(self) -> None:
+                    check("Event.clear")
+                    super().clear()
+
+        class Queue(gevent.queue.Queue):
+            __slots__ = ()
+
+            def get(self, block: bool = True, timeout: float | None = None) -> Any:
+                if check is not None:
+                    check("Queue.get")
+                try:
+                    return super().get(block, timeout)
+                except LoopExit as exc:
+                    raise describe(exc) from exc
+
+            if checked:
+
+                def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+                    check("Queue.put")
+                    super().put(item, block, timeout)
+
+        self.Event = Event
+        self.Queue = Queue
+
+
+class _GreenletWaiter:
+    """One-shot signal between greenlets of one hub, cheaper than an Event."""
+
+    __slots__ = ("_waiter", "_is_set", "_run_callback", "_backend")
+
+    def __init__(self, backend: "GeventBackend", hub: Any, waiter_cls: Any) -> None:
+        self._waiter = waiter_cls(hub)
+        self._is_set = False
+        self._run_callback = hub.loop.run_callback
+        self._backend = backend
+
+    def set(self) -> None:
+        if not self._is_set:
+            self._backend.check_context("waiter.set")
+            self._is_set = True
+            self._run_callback(self._waiter.switch, None)  # Waiter.switch must run in the hub
+
+    def wait(self) -> None:
+        self._backend.check_context("waiter.wait")
+        try:
+            self._waiter.get()
+        except self._backend.loop_exit as exc:
+            raise self._backend.describe_loop_exit(exc) from exc
+
+
+class _CheckedNullLock(_NullLock):
+    """The gevent backend's no-op lock, checking that only the hub's thread enters."""
+
+    __slots__ = ("_check",)
+
+    def __init__(self, check: Callable[[str], None]) -> None:
+        self._check = check
+
+    def __enter__(self) -> "_NullLock":
+        self._check("lock")
+        return self
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self._check("lock")
+        return True
+
+
 class GeventBackend(Backend):
     name = "gevent"
+    tasks_survive_fork = True
 
     def __init__(self) -> None:
         import gevent
-        import gevent.event
-        import gevent.queue
         import gevent.socket
-
+        from gevent.exceptions import LoopExit
         from gevent.hub import Waiter
 
         self._gevent = gevent
-        self._event_cls = gevent.event.Event
         self._waiter_cls = Waiter
-        self._queue_cls = gevent.queue.Queue
         self._gsocket = gevent.socket
+        self.loop_exit = LoopExit
         # After monkey.patch_all() threading.get_ident() names the greenlet, not
         # the OS thread; the original function tells the hub's thread apart.
-        try:
-            from gevent.monkey import get_original
-
-            self._thread_ident = get_original("_thread", "get_ident")
-        except Exception:  # pragma: no cover - gevent without its monkey module
-            self._thread_ident = _thread.get_ident
-        self._hub_thread = self._thread_ident()
+        self._thread_ident = _original("_thread", "get_ident")
+        self._hub_thread: int | None = self._thread_ident()
         self._hub = gevent.get_hub()  # the hub of the thread that runs the greenlets
+        self.checked = os.environ.get(CHECK_HUB_THREAD_ENV, "") not in ("", "0")
+        self._primitives = _GeventPrimitives(self, self.checked)
+        self._door = _HubDoor(self._hub.loop, gevent.spawn)
+        if not self.checked:
+            self.check_context = Backend.check_context.__get__(self)  # type: ignore[method-assign]
+        self._lock = _CheckedNullLock(self.check_context) if self.checked else _NULL_LOCK
 
-    def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
-        return self._gevent.spawn(fn, *args)
-
-    def sleep(self, seconds: float) -> None:
-        self._gevent.sleep(seconds)
-
-    def event(self) -> Any:
-        return self._event_cls()
-
-    def lock(self) -> Any:
-        # Greenlets of one hub switch only where they block, and no region this
-        # library guards with a lock blocks; other OS threads reach this backend
-        # only through call_threadsafe(). So a lock would only cost time.
-        return _NULL_LOCK
-
-    def waiter(self) -> "_GreenletWaiter":
-        return _GreenletWaiter(self._gevent.get_hub(), self._waiter_cls)
-
-    def queue(self) -> Any:
-        return self._queue_cls()
-
-    def create_connection(self, address: tuple[str, int], timeout: float | None) -> _socket.socket:
-        return self._gsocket.create_connection(address, timeout=timeout)
+    # -- the hub's thread --------------------------------------------------------
 
     def in_backend_context(self) -> bool:
         return self._thread_ident() == self._hub_thread
 
-    def current_task_id(self) -> int:
-        return id(self._gevent.getcurrent())
-
-    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
-        # A real thread, so that unpatched blocking I/O does not stall the hub.
-        return self._hub.threadpool.apply(fn, args)
+    def check_context(self, what: str) -> None:
+        if self._thread_ident() != self._hub_thread:
+            raise HubThreadError(
+                "%s used from OS thread %#x, but under gevent only the hub's thread (%s) may use it; "
+                "calls from other threads must enter through the backend's call_threadsafe/call_and_wait"
+                % (what, self._thread_ident(), "%#x" % self._hub_thread if self._hub_thread else "gone after fork")
+            )
 
     def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._thread_ident() == self._hub_thread:
             fn(*args)
         else:
-            # get_hub() here would make a new hub for the calling thread; and the
-            # callback runs in the hub greenlet, which must not block: spawn.
-            self._hub.loop.run_callback_threadsafe(self._gevent.spawn, fn, *args)
+            self._door.enter(fn, args)
 
+    def call_and_wait(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+        if self._thread_ident() == self._hub_thread:
+            return fn()
+        if self._hub_thread is None:
+            raise HubStateError("the gevent hub's thread did not survive os.fork(); use a new client in this process")
+        outcome = _Outcome()
+        self._door.enter(outcome.run, (fn,))
+        if not outcome.done.wait(timeout):
+            raise TimeoutError(
+                "the gevent hub (thread %#x) did not complete %r within %.1fs; is its thread blocked outside gevent?"
+                % (self._hub_thread, fn, timeout)
+            )
+        return outcome.result()
+
+    def hub_problem(self) -> str | None:
+        loop = self._hub.loop
+        if loop is None:
+            return "the gevent hub's loop was destroyed"
+        count = getattr(loop, "activecnt", 0)
+        if count < 0:
+            return (
+                "libev's count of active watchers is %d: the loop was changed from an OS thread that does not own it"
+                % count
+            )
+        return None
+
+    def describe_loop_exit(self, exc: BaseException) -> BaseException:
+        problem = self.hub_problem()
+        if problem is None:
+            return exc  # an ordinary LoopExit: nothing left that could wake this wait
+        logger.critical("gevent hub is broken: %s", problem)
+        return HubStateError("gevent hub is broken: %s (%s)" % (problem, str(exc).splitlines()[0]))
+
+    # -- primitives ----------------------------------------------------------------
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
+        self.check_context("spawn")
+        return self._gevent.spawn(fn, *args)
+
+    def sleep(self, seconds: float) -> None:
+        self.check_context("sleep")
+        try:
+            self._gevent.sleep(seconds)
+        except self.loop_exit as exc:
+            raise self.describe_loop_exit(exc) from exc
+
+    def event(self) -> Any:
+        self.check_context("event()")  # a gevent Event binds to the hub of the thread that first waits on it
+        return self._primitives.Event()
+
+    def lock(self) -> Any:
+        # Greenlets of one hub switch only where they block, and no region this
+        # library guards with a lock blocks; other OS threads come in only
+        # through the door. So a lock would only cost time.
+        return self._lock
+
+    def waiter(self) -> "_GreenletWaiter":
+        return _GreenletWaiter(self, self._hub, self._waiter_cls)
+
+    def queue(self) -> Any:
+        self.check_context("queue()")  # a gevent Queue binds to the hub of the thread that makes it
+        return self._primitives.Queue()
+
+    def create_connection(self, address: tuple[str, int], timeout: float | None) -> _socket.socket:
+        self.check_context("create_connection")
+        return self._gsocket.create_connection(address, timeout=timeout)
+
+    def current_task_id(self) -> int:
+        return id(self._gevent.getcurrent())
+
+    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # A real OS thread, so that unpatched blocking I/O does not stall the
+        # hub; its result comes back through the door, like every other call
+        # from another thread.
+        self.check_context("run_blocking")
+        done = self.event()
+        outcome = _Outcome()
+
+        def work() -> None:
+            outcome.run(functools.partial(fn, *args))
+            self._door.enter(done.set, ())
+
+        _original("_thread", "start_new_thread")(work, ())
+        while not done.wait(1.0):  # a timer keeps the loop alive meanwhile
+            pass
+        return outcome.result()
+
+    def after_fork_in_child(self) -> None:
+        self._door.forget_pending()
+        if self._thread_ident() != self._hub_thread:
+            # forked from another OS thread: the hub's thread does not exist here
+            self._hub_thread = None
+
+
+# -- choosing a backend ---------------------------------------------------------------
 
 _backends: dict[str, Backend] = {}
-_backends_lock = threading.Lock()
+_backends_lock = os_lock()
 
 
 def gevent_socket_patched() -> bool:
@@ -281,3 +600,41 @@ def get_backend(name: str | Backend = "auto") -> Backend:
             backend = GeventBackend() if name == "gevent" else ThreadsBackend()
             _backends[name] = backend
         return backend
+
+
+# -- fork -----------------------------------------------------------------------------
+
+_fork_generation = 0
+_fork_watchers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def fork_generation() -> int:
+    """How many forks separate this process from the one that imported nsq."""
+    return _fork_generation
+
+
+def on_fork_in_child(obj: Any) -> None:
+    """Call ``obj.after_fork_in_child()`` in a child process after os.fork()
+    (held weakly: a collected object is forgotten)."""
+    _fork_watchers.add(obj)
+
+
+def _after_fork_in_child() -> None:
+    global _fork_generation, _backends_lock
+    _fork_generation += 1
+    _backends_lock = os_lock()  # it may have been held by a thread that does not exist here
+    for backend in list(_backends.values()):
+        backend.after_fork_in_child()
+    watchers = list(_fork_watchers)
+    for obj in watchers:  # first every socket goes quiet, then owners clean up
+        stop_io = getattr(obj, "stop_io_after_fork", None)
+        if stop_io is not None:
+            stop_io()
+    for obj in watchers:
+        try:
+            obj.after_fork_in_child()
+        except Exception:  # pragma: no cover - must not break the child
+            logger.exception("after-fork cleanup of %r failed", obj)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

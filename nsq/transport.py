@@ -12,6 +12,7 @@
 # is C/Rust (zlib; python-snappy over cramjam).
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import threading
@@ -26,16 +27,22 @@ DEFAULT_READ_SIZE = 256 * 1024
 class _OnSocket:
     """settimeout() and close() for the streams that own the socket."""
 
-    sock: socket.socket
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._owner_pid = os.getpid()
 
     def settimeout(self, timeout: float | None) -> None:
         self.sock.settimeout(timeout)
 
     def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        # shutdown() acts on the TCP connection that a forked child shares with
+        # its parent; only the process that opened it may end it. Elsewhere
+        # closing drops this process's descriptor and nothing else.
+        if os.getpid() == self._owner_pid:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.sock.close()
 
 
@@ -43,7 +50,7 @@ class PlainStream(_OnSocket):
     """A TCP socket; recv() reuses one buffer and returns a view valid until the next call."""
 
     def __init__(self, sock: socket.socket, read_size: int = DEFAULT_READ_SIZE) -> None:
-        self.sock = sock
+        super().__init__(sock)
         self._buffer = bytearray(read_size)
         self._view = memoryview(self._buffer)
 
@@ -88,7 +95,7 @@ class TLSStream(_OnSocket):
         server_hostname: str | None,
         read_size: int = DEFAULT_READ_SIZE,
     ) -> None:
-        self.sock = sock
+        super().__init__(sock)
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self.tls = context.wrap_bio(self._incoming, self._outgoing, server_side=False, server_hostname=server_hostname)

@@ -24,7 +24,7 @@ from .errors import (
     TimeoutError,
 )
 from .names import check_topic
-from .runtime import monotonic
+from .runtime import fork_generation, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ Callback = Callable[[Any, Any], None]
 DEFAULT_MAX_MSG_SIZE = 1024 * 1024  # nsqd's --max-msg-size default
 DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024  # nsqd's --max-body-size default
 BATCH_MAX_COUNT = 2000
+#: How much longer than publish_timeout a caller on another OS thread waits
+#: for the hub to hand back its answer before it gives up.
+FOREIGN_THREAD_GRACE = 5.0
 
 
 class _TopicLane:
@@ -129,17 +132,16 @@ class Writer:
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
         self._round_robin = itertools.count()
-        self._lock = self.backend.lock()
-        self._connected = self.backend.event()
-        self._closing = self.backend.event()
-        self._closed = self.backend.event()
         self._last_connect_error: BaseException | None = None
         # Blocking publishes in flight; one task expires them at their deadline
         # (cheaper than a timer per call).
         self._blocking: set[Pending] = set()
-        self._tasks = [self.backend.spawn(self._maintain, host, port) for host, port in self._targets]
-        self._tasks.append(self.backend.spawn(self._expire_blocking))
+        self._generation: int | None = None  # the fork generation the tasks run in
+        self._tasks: list[Any] = []
+        self._make_primitives()
+        self._start_tasks()
         client.register(self)
+        on_fork_in_child(self)
 
     def __repr__(self) -> str:
         return "<nsq.Writer %s conns=%d>" % (self.name, len(self._conn_list))
@@ -150,11 +152,51 @@ class Writer:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
+    # -- tasks and processes ------------------------------------------------
+
+    @from_any_thread()
+    def _make_primitives(self) -> None:
+        self._lock = self.backend.lock()
+        self._connected = self.backend.event()
+        self._closing = self.backend.event()
+        self._closed = self.backend.event()
+
+    @from_any_thread()
+    def _start_tasks(self) -> None:
+        with self._lock:
+            if self._generation == fork_generation() or self._closing.is_set():
+                return
+            self._generation = generation = fork_generation()
+        spawn = self.backend.spawn
+        self._tasks = [spawn(self._maintain, host, port, generation) for host, port in self._targets]
+        self._tasks.append(spawn(self._expire_blocking, generation))
+
+    def _in_this_process(self) -> None:
+        """After os.fork(), the first use in the child starts connections of its own."""
+        if self._generation != fork_generation():
+            self._start_tasks()
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: forget the parent's connections (their sockets
+        are the parent's) and let the next use connect afresh."""
+        self._generation = None  # tasks that survived the fork (greenlets) stop
+        conns = list(self.conns.values())
+        if not self.backend.tasks_survive_fork:
+            # locks and events may have been held by threads that do not exist here
+            self._make_primitives()
+            self._blocking = set()
+        for conn in conns:
+            conn.after_fork_in_child()
+        self.conns = {}
+        self._conn_list = []
+        self._lanes = {}
+        self._connected.clear()
+
     # -- connections ------------------------------------------------------
 
-    def _maintain(self, host: str, port: int) -> None:
+    def _maintain(self, host: str, port: int, generation: int) -> None:
         failures = 0
-        while not self._closing.is_set():
+        while not self._closing.is_set() and generation == self._generation:
             conn = Connection(host, port, **self.conn_kwargs)
             try:
                 conn.connect()
@@ -166,10 +208,13 @@ class Writer:
                 self._closing.wait(delay)
                 continue
             failures = 0
+            if generation != self._generation:  # forked while connecting: this connection is the parent's
+                conn.after_fork_in_child()
+                return
             self._add(conn)
             conn.wait_closed()
             self._remove(conn)
-            if not self._closing.is_set():
+            if not self._closing.is_set() and generation == self._generation:
                 logger.warning("[%s] connection to %s closed (%s); reconnecting", self.name, conn.id, conn.close_error)
                 self._closing.wait(client.reconnect_delay(1, self.reconnect_interval))
 
@@ -292,11 +337,13 @@ class Writer:
         return lane
 
     def _submit(self, send: Callable[[Connection, Pending], None], callback: Callback | None) -> bytes | None:
+        self._in_this_process()
         if callback is None:
             return self._publish_blocking(send)
-        self._publish_with_callback(send, callback, retried=False)
+        self.backend.call_threadsafe(self._publish_with_callback, send, callback, False)
         return None
 
+    @from_any_thread(timeout=lambda self, send: self.publish_timeout + FOREIGN_THREAD_GRACE)
     def _publish_blocking(self, send: Callable[[Connection, Pending], None]) -> bytes:
         deadline = monotonic() + self.publish_timeout
         tried: Connection | None = None
@@ -327,9 +374,9 @@ class Writer:
                 raise result
             return result
 
-    def _expire_blocking(self) -> None:
+    def _expire_blocking(self, generation: int) -> None:
         interval = max(0.01, min(0.1, self.publish_timeout / 10))
-        while not self._closing.wait(interval):
+        while not self._closing.wait(interval) and generation == self._generation:
             now = monotonic()
             for waiter in [w for w in self._blocking if w.deadline <= now]:
                 waiter.event.set()
@@ -365,8 +412,14 @@ class Writer:
 
     def wait_connected(self, timeout: float | None = None) -> bool:
         """Block until at least one nsqd is connected."""
+        self._in_this_process()
+        return self._wait_connected(timeout)
+
+    @from_any_thread(timeout=lambda self, timeout=None: None if timeout is None else timeout + FOREIGN_THREAD_GRACE)
+    def _wait_connected(self, timeout: float | None) -> bool:
         return bool(self._connected.wait(timeout))
 
+    @from_any_thread(timeout=lambda self, timeout=5.0: timeout + FOREIGN_THREAD_GRACE)
     def close(self, timeout: float = 5.0) -> None:
         """Let publishes in flight get their answers (up to timeout), then close."""
         if self._closing.is_set():
@@ -375,7 +428,7 @@ class Writer:
         self._closing.set()
         deadline = monotonic() + timeout
         for conn in list(self._conn_list):
-            while conn.is_connected() and (conn._waiters or conn._out or self._lane_busy(conn)) and monotonic() < deadline:
+            while conn.is_connected() and (not conn.is_idle() or self._lane_busy(conn)) and monotonic() < deadline:
                 self.backend.sleep(0.005)
         with self._lock:
             conns = list(self.conns.values())

@@ -14,6 +14,10 @@ import uuid
 
 import pytest
 
+# Every gevent primitive of the library checks that it runs on the hub's thread
+# (nsq/runtime.py): a path that lets another OS thread touch the hub fails at once.
+os.environ.setdefault("NSQ_CHECK_HUB_THREAD", "1")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from faultproxy import FaultProxy  # noqa: E402
@@ -71,6 +75,21 @@ def pytest_runtest_makereport(item, call):
             tail = server.log_tail(3000)
             if tail:
                 report.sections.append((f"{server.binary_name} {server.tcp_address} log (tail)", tail))
+
+
+@pytest.fixture(autouse=True)
+def _gevent_hub_intact(request):
+    """A broken gevent hub (libev's active-watcher count below zero) makes
+    every later gevent test fail with LoopExit: stop the run at the first
+    test after which it is broken, with one clear error."""
+    yield
+    if "gevent" not in sys.modules:
+        return
+    from nsq.runtime import get_backend
+
+    problem = get_backend("gevent").hub_problem()
+    if problem is not None:
+        pytest.exit("the gevent hub is broken after %s: %s" % (request.node.nodeid, problem), returncode=3)
 
 
 @pytest.fixture(autouse=True)
