@@ -1,12 +1,11 @@
-# What Reader and Writer share: pynsq's refusal of unknown connection keyword
-# arguments, address parsing, reconnect delays, and the registry of live
-# clients that nsq.run() waits on and closes.
+"""What Reader and Writer share: pynsq's refusal of unknown connection keyword
+arguments, address parsing, reconnect delays, and the registry of live
+clients that nsq.run() starts, waits on and closes."""
 from __future__ import annotations
 
 import inspect
 import os
 import random
-import weakref
 from typing import Any
 
 from .conn import Connection
@@ -75,8 +74,11 @@ def reconnect_delay(failures: int, cap: float, base: float = 0.1) -> float:
     return delay / 2 + random.random() * delay / 2
 
 
-_live_clients: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# Every Reader and Writer lives here from construction until it closes, as
+# pynsq's live in the IOLoop: a client nobody keeps a reference to still runs.
+_live_clients: set[Any] = set()
 _live_lock = os_lock()  # taken from any OS thread, so never a greenlet lock
+_running = [0]  # how many nsq.run() calls are running now
 
 
 def _after_fork_in_child() -> None:
@@ -92,6 +94,73 @@ def register(client: Any) -> None:
         _live_clients.add(client)
 
 
+def unregister(client: Any) -> None:
+    """A client that has closed leaves the registry (and may be collected)."""
+    with _live_lock:
+        _live_clients.discard(client)
+
+
 def live_clients() -> list[Any]:
     with _live_lock:
-        return [c for c in _live_clients if not c.is_closed()]
+        clients = list(_live_clients)
+    return [c for c in clients if not c.is_closed()]
+
+
+def running() -> bool:
+    """True while nsq.run() runs (a client made now starts at once)."""
+    return _running[0] > 0
+
+
+def run_started() -> None:
+    with _live_lock:
+        _running[0] += 1
+
+
+def run_ended() -> None:
+    with _live_lock:
+        _running[0] -= 1
+
+
+_interrupts: list[BaseException] = []
+_interrupt_listener: list[Any] = [None]
+
+
+def report_interrupt(exc: BaseException) -> None:
+    """A handler raised KeyboardInterrupt or SystemExit: nsq.run() raises it."""
+    with _live_lock:
+        _interrupts.append(exc)
+        listener = _interrupt_listener[0]
+    if listener is not None:
+        listener()
+
+
+def on_interrupt(listener: Any) -> None:
+    """Call listener() (from any thread) when a handler's interrupt is reported; None to stop."""
+    with _live_lock:
+        _interrupt_listener[0] = listener
+
+
+def interrupted() -> bool:
+    with _live_lock:
+        return bool(_interrupts)
+
+
+def raise_interrupt() -> None:
+    """Raise the first reported interrupt, once."""
+    with _live_lock:
+        pending = _interrupts[:1]
+        _interrupts.clear()
+    if pending:
+        raise pending[0]
+
+
+class ClientMeta(type):
+    """Calls a new client's ``_after_construction()`` once every ``__init__``
+    in its class chain has returned, so that a subclass's own attributes
+    exist before the client starts (pynsq gets this by starting on the
+    IOLoop's next turn)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        instance = super().__call__(*args, **kwargs)
+        instance._after_construction()
+        return instance

@@ -1,14 +1,17 @@
-# pynsq's event hooks: on(name, callback), off(name, callback), trigger(name, **kw),
-# and the event names its users attach to.
+"""pynsq's event hooks: on(name, callback), off(name, callback), trigger(name, **kw),
+and the event names its users attach to (also importable as ``nsq.event``)."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 CONNECT = "connect"
 CLOSE = "close"
+DATA = "data"
 ERROR = "error"
+IDENTIFY = "identify"
 IDENTIFY_RESPONSE = "identify_response"
 AUTH = "auth"
+AUTH_RESPONSE = "auth_response"
 HEARTBEAT = "heartbeat"
 MESSAGE = "message"
 RESPONSE = "response"
@@ -19,6 +22,14 @@ CONTINUE = "continue"
 FINISH = "finish"
 REQUEUE = "requeue"
 TOUCH = "touch"
+
+
+class DuplicateListenerError(Exception):
+    """Kept from pynsq's event module."""
+
+
+class InvalidListenerError(Exception):
+    """Kept from pynsq's event module."""
 
 
 class EventedMixin:

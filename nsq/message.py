@@ -1,11 +1,15 @@
-# The message object handed to handlers: its data (id, body, timestamp,
-# attempts) and the one-shot response (FIN, REQ, TOUCH) it owes nsqd, which
-# it delegates to whoever received it (a Reader, or a bare connection).
+"""The message object handed to handlers: its data (id, body, timestamp,
+attempts) and the one-shot response (FIN, REQ, TOUCH) it owes nsqd, which it
+delegates to whoever received it (a Reader, or a bare connection). Like
+pynsq's, it triggers ``finish``/``requeue``/``touch`` events for listeners
+added with ``on()``; a Message made by hand (in an application's unit tests)
+can be answered too: only its listeners hear of it."""
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
+from . import events
 from .errors import Error, InvalidArgumentError
 
 
@@ -32,7 +36,7 @@ class Message:
     times it has been delivered (starting at 1).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "_responder", "_async", "_responded", "__weakref__")
+    __slots__ = ("id", "body", "timestamp", "attempts", "_responder", "_async", "_responded", "_listeners", "__weakref__")
 
     def __init__(
         self,
@@ -49,6 +53,7 @@ class Message:
         self._responder = responder
         self._async = False
         self._responded = False
+        self._listeners: dict[str, list[Callable[..., Any]]] | None = None
 
     def __repr__(self) -> str:
         return "<nsq.Message id=%s attempts=%d body=%d bytes>" % (
@@ -67,28 +72,55 @@ class Message:
     def has_responded(self) -> bool:
         return self._responded
 
-    def _claim_response(self) -> Responder:
+    # -- pynsq's events ----------------------------------------------------------
+
+    def on(self, name: str, callback: Callable[..., Any]) -> None:
+        """Call callback(message=self, ...) when the message is finished, requeued or touched."""
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        if self._listeners is None:
+            self._listeners = {}
+        self._listeners.setdefault(name, []).append(callback)
+
+    def off(self, name: str, callback: Callable[..., Any]) -> None:
+        listeners = (self._listeners or {}).get(name, [])
+        if callback in listeners:
+            listeners.remove(callback)
+
+    def trigger(self, name: str, **kwargs: Any) -> None:
+        for callback in list((self._listeners or {}).get(name, ())):
+            callback(**kwargs)
+
+    # -- answering nsqd ------------------------------------------------------------
+
+    def _claim_response(self) -> Responder | None:
         if self._responded:
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
-        responder = self._responder
-        if responder is None:
-            raise Error("message %r was not received from a connection; it cannot be answered" % (self.id,))
         self._responded = True
-        return responder
+        return self._responder
 
     def finish(self) -> None:
         """Tell nsqd the message was handled (FIN)."""
-        self._claim_response()._finish_message(self)
+        responder = self._claim_response()
+        if responder is not None:
+            responder._finish_message(self)
+        if self._listeners:
+            self.trigger(events.FINISH, message=self)
 
-    def requeue(self, backoff: bool = True, delay: float = -1, **kwargs: Any) -> None:
+    def requeue(self, backoff: bool = True, delay: float = -1, time_ms: int | None = None, **kwargs: Any) -> None:
         """Give the message back to nsqd (REQ).
 
         ``delay`` in seconds, as in pynsq; -1 computes it as requeue_delay x
-        attempts (capped by max_requeue_delay). ``backoff`` also puts the
-        reader into backoff.
+        attempts (capped by max_requeue_delay). ``time_ms`` (pynsq's other
+        spelling) gives it in milliseconds when ``delay`` is not given.
+        ``backoff`` also puts the reader into backoff.
         """
         if kwargs:
             raise TypeError("requeue() got unexpected keyword arguments: %s" % ", ".join(sorted(kwargs)))
+        if time_ms is not None and delay == -1:
+            if isinstance(time_ms, bool) or not isinstance(time_ms, (int, float)) or not (time_ms >= 0 or time_ms == -1):
+                raise InvalidArgumentError("requeue time_ms must be a number of milliseconds >= 0, not %r" % (time_ms,))
+            delay = time_ms / 1000.0 if time_ms >= 0 else -1
         if (
             isinstance(delay, bool)
             or not isinstance(delay, (int, float))
@@ -96,12 +128,17 @@ class Message:
             or (delay < 0 and delay != -1)
         ):
             raise InvalidArgumentError("requeue delay must be a number of seconds >= 0 (or -1), not %r" % (delay,))
-        self._claim_response()._requeue_message(self, delay, backoff)
+        responder = self._claim_response()
+        if responder is not None:
+            responder._requeue_message(self, delay, backoff)
+        if self._listeners:
+            self.trigger(events.REQUEUE, message=self, backoff=backoff, time_ms=-1 if delay < 0 else int(delay * 1000))
 
     def touch(self) -> None:
         """Ask nsqd for more time before it times the message out (TOUCH)."""
         if self._responded:
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
-        if self._responder is None:
-            raise Error("message %r was not received from a connection; it cannot be touched" % (self.id,))
-        self._responder._touch_message(self)
+        if self._responder is not None:
+            self._responder._touch_message(self)
+        if self._listeners:
+            self.trigger(events.TOUCH, message=self)

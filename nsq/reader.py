@@ -4,14 +4,16 @@
 # RdyManager, acknowledgements written in batches, graceful close, stats.
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
 from typing import Any, Callable, Iterable
 
-from . import client, lookupd
+from . import client, loops, lookupd
 from .conn import Connection
 from .errors import ConfigError, Error, ForkedError
+from .loops import is_awaitable
 from .message import Message
 from .names import check_channel, check_topic
 from .rdy import RdyManager
@@ -30,12 +32,19 @@ ACK_FLUSH_INTERVAL = 0.05
 FOREIGN_THREAD_GRACE = 5.0
 
 
-class Reader:
+class Reader(metaclass=client.ClientMeta):
     """Consumes a topic/channel from nsqd (directly or discovered through nsqlookupd).
 
     The handler returns True to finish a message and False to requeue it; an
-    exception requeues it too. ``message.enable_async()`` lets later code (any
-    thread or greenlet) call ``finish()``/``requeue()`` instead.
+    exception requeues it too. It may also return an awaitable (``async def``
+    handlers, futures): its result decides the same way once it is done.
+    ``message.enable_async()`` lets later code (any thread or greenlet) call
+    ``finish()``/``requeue()`` instead.
+
+    It starts as pynsq's does: when ``nsq.run()`` (or ``run()``/``start()``)
+    runs, on the first turn of the program's tornado/asyncio loop, or at once
+    when made while either is already running. In a program with such a loop,
+    handlers are called on the loop's thread (``io_loop``).
     """
 
     def __init__(
@@ -100,6 +109,10 @@ class Reader:
         self.max_reconnect_delay = max_reconnect_delay
         self.backend = client.prepare_conn_kwargs(conn_kwargs, self._direct[:1])
         self.conn_kwargs = conn_kwargs
+        # The program's event loop, if it has one: user code is called there.
+        self._bridge = loops.program_loop(conn_kwargs.get("io_loop"), self.backend)
+        self._disabled_by_hook = False
+        self._max_in_flight_before_disabled = max_in_flight
 
         self.conns: dict[str, Connection] = {}
         self._rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
@@ -121,9 +134,28 @@ class Reader:
         self._closing = self.backend.event()
         self._closed = self.backend.event()
 
+    def _after_construction(self) -> None:
+        """Every __init__ of a subclass has returned: start as pynsq would."""
+        if self._bridge is not None:
+            self._bridge.call_soon(self._start_logged)  # on the loop's first turn
+        elif client.running():
+            self.start()  # made while nsq.run() runs
+
+    def _start_logged(self) -> None:
+        try:
+            self.start()
+        except Exception:
+            logger.exception("[%s] cannot start", self.name)
+
     def __repr__(self) -> str:
         return "<nsq.Reader %s conns=%d total_rdy=%d>" % (self.name, len(self.conns), self.total_rdy)
 
+    @property
+    def io_loop(self) -> Any:
+        """The loop user code runs on: the program's tornado IOLoop (or an
+        IOLoop-like view of its asyncio loop); in a program without a loop,
+        one the library owns (``add_callback``, ``call_later``, ... work on it)."""
+        return (self._bridge or loops.owned_loop()).io_loop
     # -- pynsq attributes -------------------------------------------------------
 
     @property
@@ -181,25 +213,40 @@ class Reader:
             if self._started or self._closing.is_set():
                 return
             self._started = True
+        self._apply_disabled()
         spawn = self.backend.spawn
-        self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
+        if self._bridge is None:  # with a loop, handlers run there instead
+            self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
         self._tasks += [spawn(self._maintain_direct, host, port) for host, port in self._direct]
         if self.lookupd_http_addresses:
             self._tasks.append(spawn(self._poll_lookupd))
         self._tasks.append(spawn(self._redistribute_loop))
 
     def run(self) -> None:
-        """Consume until close() (or Ctrl-C, which closes gracefully)."""
+        """Consume until close() (or Ctrl-C, which closes gracefully).
+
+        In a program with a loop that is not running yet, this runs the loop
+        until the Reader closes. A KeyboardInterrupt or SystemExit raised by
+        the handler closes the Reader and is raised again here."""
         self.start()
         try:
-            while not self._wait_closed(0.5):
-                pass
-        except KeyboardInterrupt:
+            bridge = self._bridge
+            if bridge is not None and not bridge.is_running():
+                self.backend.spawn(self._stop_loop_when_closed, bridge)
+                bridge.run()
+            # Poll instead of waiting on the Event: Ctrl-C inside Event.wait() can
+            # leave its lock held, and close() must set that Event.
+            while not self._closed.is_set():
+                self.backend.pause(0.05)
+        except KeyboardInterrupt:  # Ctrl-C: a graceful close, and run() returns
             self.close()
+        finally:
+            client.raise_interrupt()
 
-    @from_any_thread(timeout=lambda self, timeout: timeout + FOREIGN_THREAD_GRACE)
-    def _wait_closed(self, timeout: float) -> bool:
-        return bool(self._closed.wait(timeout))
+    def _stop_loop_when_closed(self, bridge: loops.LoopBridge) -> None:
+        self._closed.wait()
+        bridge.stop()
+
 
     def is_closed(self) -> bool:
         return self._closed.is_set()
@@ -227,6 +274,7 @@ class Reader:
             self._closed.set()
         for conn in conns:
             conn.after_fork_in_child()
+        client.unregister(self)
 
     # -- connections --------------------------------------------------------------
 
@@ -349,9 +397,35 @@ class Reader:
     def _redistribute_loop(self) -> None:
         interval = min(5.0, max(0.05, self.low_rdy_idle_timeout / 2))
         while not self._closing.wait(interval):
+            self._apply_disabled()
             with self._lock:
                 self._send_rdy(self._rdy.redistribute())
             self._flush_all()
+
+    @classmethod
+    def disabled(cls) -> bool:
+        """Override to pause consumption while it returns True (pynsq's hook;
+        looked at on start and at every RDY redistribution, at most 5 s apart).
+        ``set_max_in_flight(0)`` does the same on demand."""
+        return False
+
+    def _apply_disabled(self) -> None:
+        if getattr(type(self).disabled, "__func__", None) is Reader.disabled.__func__:
+            return  # not overridden
+        try:
+            disabled = bool(self.disabled())
+        except Exception:
+            logger.exception("[%s] disabled() raised; treating it as False", self.name)
+            disabled = False
+        if disabled and not self._disabled_by_hook:
+            logger.info("[%s] disabled() is True: pausing (RDY 0)", self.name)
+            self._max_in_flight_before_disabled = self.max_in_flight
+            self._disabled_by_hook = True
+            self._set_max_in_flight(0)
+        elif not disabled and self._disabled_by_hook:
+            logger.info("[%s] disabled() is False again: resuming", self.name)
+            self._disabled_by_hook = False
+            self._set_max_in_flight(self._max_in_flight_before_disabled)
 
     def _end_backoff_block(self) -> None:
         if self._closing.is_set():
@@ -369,6 +443,12 @@ class Reader:
         """Change max_in_flight now (0 pauses consumption)."""
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 0:
             raise ConfigError("max_in_flight must be an int >= 0, not %r" % (max_in_flight,))
+        if self._disabled_by_hook:  # applies once disabled() turns False
+            self._max_in_flight_before_disabled = max_in_flight
+            return
+        self._set_max_in_flight(max_in_flight)
+
+    def _set_max_in_flight(self, max_in_flight: int) -> None:
         with self._lock:
             self._send_rdy(self._rdy.set_max_in_flight(max_in_flight))
         self._flush_all()
@@ -390,7 +470,9 @@ class Reader:
                 self._send_rdy(actions)
         if actions:
             conn.flush()
-        if self.concurrency == 1:
+        if self._bridge is not None:
+            self._bridge.call_soon(self._handle_batch, conn, messages)
+        elif self.concurrency == 1:
             self._queue.put((conn, messages))
         else:
             for message in messages:
@@ -426,37 +508,40 @@ class Reader:
             item = get()
             if item is _STOP:
                 return
-            conn, messages = item
-            if self._closing.is_set():
-                continue  # not handed to a handler: nsqd times it out and redelivers
-            me = self.backend.current_task_id()
+            self._handle_batch(*item)
+
+    def _handle_batch(self, conn: Connection, messages: Any) -> None:
+        """Hand one read's messages to the handler, on a worker task or the program's loop."""
+        if self._closing.is_set():
+            return  # not handed to a handler: nsqd times it out and redelivers
+        me = self.backend.current_task_id()
+        with self._lock:
+            self._handling.add(me)
+        conn.batching = True
+        finished: list[bytes] = []
+        handle = self._handle
+        closing = self._closing.is_set
+        flush_at = monotonic() + ACK_FLUSH_INTERVAL
+        try:
+            for message in messages:
+                if closing():
+                    break
+                if handle(message):
+                    message._responded = True
+                    finished.append(message.id)
+                if monotonic() >= flush_at:  # slow handlers: answers must not wait for the whole batch
+                    if finished:
+                        self._finish_batch(conn, finished)
+                        finished = []
+                    conn.flush()
+                    flush_at = monotonic() + ACK_FLUSH_INTERVAL
+        finally:
+            conn.batching = False
+            if finished:
+                self._finish_batch(conn, finished)
             with self._lock:
-                self._handling.add(me)
-            conn.batching = True
-            finished: list[bytes] = []
-            handle = self._handle
-            closing = self._closing.is_set
-            flush_at = monotonic() + ACK_FLUSH_INTERVAL
-            try:
-                for message in messages:
-                    if closing():
-                        break
-                    if handle(message):
-                        message._responded = True
-                        finished.append(message.id)
-                    if monotonic() >= flush_at:  # slow handlers: answers must not wait for the whole batch
-                        if finished:
-                            self._finish_batch(conn, finished)
-                            finished = []
-                        conn.flush()
-                        flush_at = monotonic() + ACK_FLUSH_INTERVAL
-            finally:
-                conn.batching = False
-                if finished:
-                    self._finish_batch(conn, finished)
-                with self._lock:
-                    self._handling.discard(me)
-                self._flush_all()
+                self._handling.discard(me)
+            self._flush_all()
 
     def _handle(self, message: Message) -> bool:
         """Run the hooks and the handler; True means "finish it" (the caller
@@ -468,24 +553,96 @@ class Reader:
             if not self.validate_message(self.preprocess_message(message)):
                 return not message._responded
             result = self.process_message(message)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self._interrupted(message, exc)
+            return False
         except Exception:
-            logger.exception("[%s] handler raised on message %s; requeueing", self.name, message.id)
-            with self._lock:
-                self._stats["handler_errors"] += 1
-            if not message._responded:
-                message.requeue()
+            self._handler_failed(message, "raised")
             return False
         if message._async or message._responded:
+            if is_awaitable(result):  # nothing will await it: do not leave it unawaited
+                self._settle(message, result, answer=False)
             return False
-        if result:
+        if result is True:
             return True
+        if result is False:
+            message.requeue()
+            return False
         if result is None:
             logger.error(
                 "[%s] handler returned None for message %s; return True to finish or False to requeue (requeueing)",
                 self.name, message.id,
             )
-        message.requeue()
+            message.requeue()
+            return False
+        if is_awaitable(result):
+            message.enable_async()
+            self._settle(message, result, answer=True)
+            return False
+        if isinstance(result, int) and result in (0, 1):  # 1 == True and 0 == False, as pynsq reads them
+            if result:
+                return True
+            message.requeue()
+            return False
+        self._handler_failed(
+            message, "returned %s, which is neither a bool nor an awaitable" % (
+                "a generator (a coroutine needs async def or @gen.coroutine)" if inspect.isgenerator(result)
+                else "a %s" % type(result).__name__
+            ),
+            log_traceback=False,
+        )
         return False
+
+    def _handler_failed(self, message: Message, what: str, log_traceback: bool = True) -> None:
+        log = logger.exception if log_traceback else logger.error
+        log("[%s] handler %s on message %s; requeueing", self.name, what, message.id)
+        with self._lock:
+            self._stats["handler_errors"] += 1
+        if not message._responded:
+            message.requeue()
+
+    def _interrupted(self, message: Message, exc: BaseException) -> None:
+        """KeyboardInterrupt or SystemExit from a handler: requeue, close, and
+        let run()/nsq.run() raise it in the thread that runs them."""
+        logger.warning("[%s] handler raised %s; requeueing and closing", self.name, type(exc).__name__)
+        if not message._responded:
+            message.requeue(backoff=False)
+        self.backend.call_threadsafe(self._close_in_background, self.close_timeout)
+        client.report_interrupt(exc)
+
+    def _close_in_background(self, timeout: float) -> None:
+        if not self._closing.is_set():
+            self._closing.set()
+            self.backend.spawn(self._close, timeout)
+
+    def _settle(self, message: Message, awaitable: Any, answer: bool) -> None:
+        """Await what a handler returned (on the program's loop, or the owned
+        one); with answer, its result finishes or requeues the message."""
+
+        def settled(ok: bool, value: Any) -> None:
+            if not answer or message._responded:
+                if not ok and not isinstance(value, Exception):
+                    self._interrupted(message, value)
+                return
+            if ok and (value is True or (isinstance(value, int) and value == 1)):
+                message.finish()
+            elif ok:
+                if value is not False and not (isinstance(value, int) and value == 0):
+                    logger.error(
+                        "[%s] handler's awaitable gave %r for message %s, not True or False; requeueing",
+                        self.name, value, message.id,
+                    )
+                message.requeue()
+            elif isinstance(value, Exception):
+                logger.error("[%s] handler's awaitable raised on message %s; requeueing", self.name, message.id,
+                             exc_info=value)
+                with self._lock:
+                    self._stats["handler_errors"] += 1
+                message.requeue()
+            else:
+                self._interrupted(message, value)
+
+        (self._bridge or loops.owned_loop()).settle(awaitable, settled)
 
     def _give_up(self, message: Message) -> None:
         with self._lock:
@@ -510,10 +667,10 @@ class Reader:
         Called from inside a handler, it starts the close and returns at once;
         the close completes when that handler has returned."""
         timeout = timeout if timeout is not None else self.close_timeout
-        if self.backend.current_task_id() in self._handling:
-            if not self._closing.is_set():
-                self._closing.set()
-                self.backend.spawn(self._close, timeout)
+        in_handler = self.backend.current_task_id() in self._handling
+        if in_handler or (self._bridge is not None and self._bridge.in_loop_thread()):
+            # a handler (or anything on the loop handlers run on) must not wait for handlers
+            self._close_in_background(timeout)
             return
         if self._closing.is_set():
             self._closed.wait(timeout)
@@ -540,6 +697,7 @@ class Reader:
         for conn in conns:
             conn.close()
         self._closed.set()
+        client.unregister(self)
 
     # -- stats ----------------------------------------------------------------------
 

@@ -1,50 +1,101 @@
-"""nsq.run(): block until SIGINT or SIGTERM (then close every Reader and Writer
-gracefully) or until all of them have closed by themselves."""
+"""nsq.run(): start every Reader and Writer made so far and block, as pynsq's
+run() does with its IOLoop.
+
+In a program with a tornado or asyncio loop (see nsq.loops) it runs that
+loop, so the program's PeriodicCallbacks and callbacks fire, until
+``IOLoop.current().stop()``, SIGINT or SIGTERM. Without one it waits until a
+signal or until every client has closed by itself. Either way the clients
+still open are then closed gracefully, and a KeyboardInterrupt or SystemExit
+raised by a handler (which closes its Reader) is raised again here.
+"""
 from __future__ import annotations
 
 import logging
 import signal
 import threading
-from typing import Any
+from typing import Any, Callable
 
-from . import client
-from .runtime import get_backend, thread_signal
+from . import client, loops
+from .runtime import get_backend
 
 logger = logging.getLogger(__name__)
 
 
 def run(poll_interval: float = 0.1) -> None:
-    """Run every Reader and Writer made so far until a signal or until all close."""
+    """Run every Reader and Writer until a signal, a stopped loop, or until all close."""
     clients = client.live_clients()
     backend = get_backend(clients[0].backend if clients else "auto")
+    bridge = loops.program_loop(None, backend)
     # pynsq starts every Reader when the IOLoop starts: do the same here
     for live in clients:
         start = getattr(live, "start", None)
         if start is not None:
             start()
-    # Off the hub's thread (gevent) a gevent Event cannot be waited on: wait on one of this thread's own.
-    stop = backend.event() if backend.in_backend_context() else thread_signal()
-    received: list[int] = []
+    client.run_started()
+    try:
+        if bridge is not None and not bridge.is_running():
+            _run_loop(bridge)
+        else:
+            _wait(backend, poll_interval)
+    finally:
+        client.run_ended()
+    client.raise_interrupt()
 
-    def on_signal(signum: int, frame: Any = None) -> None:
-        logger.info("signal %d received; closing readers and writers", signum)
-        received.append(signum)
-        stop.set()
 
-    restore = {}
+def _on_signals(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+    restore: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
-            restore[signum] = signal.signal(signum, on_signal)
+            restore[signum] = signal.signal(signum, handler)
+    return restore
+
+
+def _restore(restore: dict[int, Any]) -> None:
+    for signum, previous in restore.items():
+        signal.signal(signum, previous)
+
+
+def _close_all() -> None:
+    for live in client.live_clients():
+        try:
+            live.close()
+        except Exception:
+            logger.exception("error while closing %r", live)
+
+
+def _run_loop(bridge: loops.LoopBridge) -> None:
+    def on_signal(signum: int, frame: Any = None) -> None:
+        logger.info("signal %d received; stopping the loop, then closing readers and writers", signum)
+        bridge.stop()
+
+    restore = _on_signals(on_signal)
+    client.on_interrupt(bridge.stop)
     try:
-        while not stop.wait(poll_interval):
+        bridge.run()
+    finally:
+        client.on_interrupt(None)
+        _restore(restore)
+        _close_all()
+
+
+def _wait(backend: Any, poll_interval: float) -> None:
+    # The signal handler only records the signal: it runs between two bytecodes
+    # of this thread, which may hold an Event's lock at that moment.
+    stop: list[str] = []
+
+    def on_signal(signum: int, frame: Any = None) -> None:
+        stop.append("signal %d" % signum)
+
+    restore = _on_signals(on_signal)
+    client.on_interrupt(lambda: stop.append("a handler's interrupt"))
+    try:
+        while not stop:
             if not client.live_clients():
                 return
+            backend.pause(poll_interval)
     finally:
-        for signum, previous in restore.items():
-            signal.signal(signum, previous)
-        if received:
-            for live in client.live_clients():
-                try:
-                    live.close()
-                except Exception:
-                    logger.exception("error while closing %r", live)
+        client.on_interrupt(None)
+        _restore(restore)
+        if stop:
+            logger.info("%s: closing readers and writers", stop[0])
+            _close_all()

@@ -137,11 +137,6 @@ def os_lock() -> Any:
     return _original("_thread", "allocate_lock")()
 
 
-def thread_signal() -> _LockWaiter:
-    """A one-shot set()/wait(timeout) for any OS thread, whatever is monkey-patched."""
-    return _LockWaiter()
-
-
 class _Outcome:
     """The result of a call made on another task, handed to the OS thread that waits for it."""
 
@@ -230,6 +225,15 @@ class Backend:
 
     def after_fork_in_child(self) -> None:
         """Called in a forked child before any client hears of the fork."""
+
+    def pause(self, seconds: float) -> None:
+        """Sleep in the way that suits the calling thread, holding no lock: a
+        KeyboardInterrupt or a signal handler arriving meanwhile cannot leave
+        a lock held (which a wait on an Event could)."""
+        if self.in_backend_context():
+            self.sleep(seconds)
+        else:
+            _original("time", "sleep")(seconds)
 
     monotonic = staticmethod(time.monotonic)
 

@@ -8,9 +8,9 @@ import collections
 import itertools
 import logging
 import ssl
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
-from . import client, codec, events
+from . import client, codec, events, loops
 from .conn import CONNECTED, MAX_DELAY_MS, Connection, Pending
 from .errors import (
     AuthError,
@@ -97,6 +97,12 @@ class Writer:
     Without a callback, pub/mpub/dpub block until nsqd answers and return
     b"OK" or raise; with one, they return at once and later call
     ``callback(conn, data)`` where data is b"OK" or an nsq.Error.
+
+    In a program with a tornado or asyncio loop (see nsq.loops), callbacks
+    are called on the loop's thread, and a publish made on the running
+    loop's thread without a callback does not block it: it returns an
+    awaitable that resolves to b"OK" or raises (ignoring it is
+    fire-and-forget, as on pynsq; a failure is logged).
     """
 
     def __init__(
@@ -128,6 +134,7 @@ class Writer:
         self.conn_kwargs = conn_kwargs
         self._targets = [client.split_host_port(a) for a in addresses]
         self.backend = client.prepare_conn_kwargs(conn_kwargs, self._targets)
+        self._bridge = loops.program_loop(conn_kwargs.get("io_loop"), self.backend)
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
@@ -145,6 +152,11 @@ class Writer:
 
     def __repr__(self) -> str:
         return "<nsq.Writer %s conns=%d>" % (self.name, len(self._conn_list))
+
+    @property
+    def io_loop(self) -> Any:
+        """The loop user code runs on (see Reader.io_loop)."""
+        return (self._bridge or loops.owned_loop()).io_loop
 
     def __enter__(self) -> "Writer":
         return self
@@ -308,7 +320,7 @@ class Writer:
 
     # -- publishing -------------------------------------------------------
 
-    def pub(self, topic: str, msg: bytes, callback: Callback | None = None) -> bytes | None:
+    def pub(self, topic: str, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
         topic = check_topic(topic)
         body = self._check_body(msg)
         if self.join_publishes:
@@ -316,12 +328,23 @@ class Writer:
         data = codec.encode_pub(topic, body)
         return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
 
-    def mpub(self, topic: str, msgs: Iterable[bytes] | bytes, callback: Callback | None = None) -> bytes | None:
+    def mpub(
+        self,
+        topic: str,
+        msg: Iterable[bytes] | bytes | None = None,
+        callback: Callback | None = None,
+        *,
+        msgs: Iterable[bytes] | bytes | None = None,
+    ) -> "bytes | Awaitable[bytes] | None":
+        """Publish several messages in one MPUB (``msg`` is a list of bodies, as
+        in pynsq; ``msgs=`` is accepted too)."""
         topic = check_topic(topic)
-        data = self._encode_mpub(topic, msgs)
+        if (msg is None) == (msgs is None):
+            raise InvalidBodyError("mpub needs the message bodies: mpub(topic, [body, ...])")
+        data = self._encode_mpub(topic, msg if msg is not None else msgs)
         return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
 
-    def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> bytes | None:
+    def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
         topic = check_topic(topic)
         if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or not 0 <= delay_ms <= MAX_DELAY_MS:
             # (nsqd would read a larger delay wrapped around: 2**64 ms as 0)
@@ -336,12 +359,26 @@ class Writer:
             lane = self._lanes[key] = _TopicLane(conn, topic, min(self.max_body_size, 1024 * 1024))
         return lane
 
-    def _submit(self, send: Callable[[Connection, Pending], None], callback: Callback | None) -> bytes | None:
+    def _submit(self, send: Callable[[Connection, Pending], None], callback: Callback | None) -> Any:
         self._in_this_process()
+        bridge = self._bridge
+        if bridge is not None and callback is not None:
+            callback = bridge.wrap_callback(callback)  # called on the program's loop, as pynsq does
+        if bridge is None or not bridge.in_loop_thread():
+            if callback is None:
+                return self._publish_blocking(send)
+            self.backend.call_threadsafe(self._publish_with_callback, send, callback, False)
+            return None
+        # On the running loop's thread: never block it.
+        result = None
         if callback is None:
-            return self._publish_blocking(send)
-        self.backend.call_threadsafe(self._publish_with_callback, send, callback, False)
-        return None
+            result, resolve = bridge.future("publish")
+            callback = lambda conn, data: resolve(data)  # noqa: E731
+        if self._conn_list:
+            self._publish_with_callback(send, callback, False)
+        else:  # waiting for a connection would stall the loop: wait on a task
+            self.backend.spawn(self._publish_with_callback, send, callback, False)
+        return result
 
     @from_any_thread(timeout=lambda self, send: self.publish_timeout + FOREIGN_THREAD_GRACE)
     def _publish_blocking(self, send: Callable[[Connection, Pending], None]) -> bytes:
@@ -437,3 +474,4 @@ class Writer:
         for task in self._tasks:
             task.join(max(deadline - monotonic(), 0.1))
         self._closed.set()
+        client.unregister(self)

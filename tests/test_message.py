@@ -119,9 +119,17 @@ def test_requeue_rejects_bad_delay(delay):
 
 def test_requeue_rejects_unknown_keyword():
     msg = make(responder=Recorder())
-    with pytest.raises(TypeError, match="time_ms"):
-        msg.requeue(time_ms=5)
+    with pytest.raises(TypeError, match="timeout"):
+        msg.requeue(timeout=5)
     assert not msg.has_responded()
+
+
+def test_requeue_time_ms_is_pynsqs_delay_in_milliseconds():
+    rec = Recorder()
+    make(responder=rec).requeue(time_ms=2500)
+    make(responder=rec).requeue(time_ms=2500, delay=1)  # delay, when given, wins (as pynsq's conversion does)
+    make(responder=rec).requeue(backoff=False, time_ms=0)
+    assert [(c[0], c[2:]) for c in rec.calls] == [("REQ", (2.5, True)), ("REQ", (1, True)), ("REQ", (0.0, False))]
 
 
 @pytest.mark.parametrize("first", ["finish", "requeue"])
@@ -148,11 +156,13 @@ def test_touch_does_not_answer_and_may_repeat():
 
 
 @pytest.mark.parametrize("method", ["finish", "requeue", "touch"])
-def test_message_not_from_a_connection_raises_nsq_error(method):
-    msg = make(responder=None)
-    with pytest.raises(nsq.Error, match="connection"):
-        getattr(msg, method)()
-    assert not msg.has_responded()
+def test_a_message_made_by_hand_is_answered_and_its_listeners_hear_of_it(method):
+    msg = make(responder=None)  # as applications build them in their own unit tests
+    heard = []
+    msg.on(method, lambda **kwargs: heard.append(kwargs))
+    getattr(msg, method)()
+    assert heard and heard[0]["message"] is msg
+    assert msg.has_responded() == (method != "touch")
 
 
 def test_requeue_delay_ms_on_a_connection():

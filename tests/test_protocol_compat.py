@@ -248,9 +248,14 @@ def test_decode_message_returns_message_with_attributes():
     assert msg.is_async() is False
     msg.enable_async()
     assert msg.is_async() is True
-    # not attached to a connection: it cannot be answered
-    with pytest.raises(nsq.Error):
-        msg.finish()
+    # not attached to a connection, it is answered as pynsq answers one: its
+    # listeners hear of it, and a second answer is refused
+    finished = []
+    msg.on("finish", lambda message: finished.append(message))
+    msg.finish()
+    assert finished == [msg] and msg.has_responded()
+    with pytest.raises(AssertionError):
+        msg.requeue()
 
 
 def test_decode_message_of_unpacked_frame():

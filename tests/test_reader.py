@@ -810,8 +810,8 @@ def test_is_starved(nsqd, topic, backend, make_reader):
         held.append(msg)
 
     reader = make_reader(topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=10)
+    assert not reader.is_starved()  # (after start() the 10 messages may all be in flight at once)
     reader.start()
-    assert not reader.is_starved()
     wait_for(lambda: len(held) == 10, backend)
     assert reader.is_starved()  # 10 in flight >= 0.85 * RDY 10
     for msg in held:
