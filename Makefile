@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 
-.PHONY: install nsq test demo bench fuzz soak reliability clean
+.PHONY: install nsq test demo bench pynsq-corpus fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ bench: install nsq
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
 	$(PY) benchmarks/update_readme.py
+
+# The pynsq program corpus (tests/pynsq_programs/) on pynsq 0.9.1 + tornado, to
+# show each program is a correct pynsq program; `make test` runs it on nsqfast.
+pynsq-corpus: install nsq
+	ONLY=pynsq PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
+	PYNSQ_CORPUS_PYTHON=$(CURDIR)/.bench-venvs/pynsq/bin/python $(PY) -m pytest -q -p no:cacheprovider tests/test_pynsq_corpus.py --timeout 120
 
 FUZZ_RUNS ?= 10000000
 FUZZ_ATHERIS_RUNS ?= 2000000

@@ -17,6 +17,10 @@ mkdir -p "$VENVS/bin"
 
 log() { printf '[setup-peers] %s\n' "$*" >&2; }
 
+# ONLY="pynsq gnsq" sets up just those peers (all of them when empty).
+ONLY="${ONLY:-}"
+wants() { [[ -z "$ONLY" || " $ONLY " == *" $1 "* ]]; }
+
 # name, then pip requirement specs
 python_venv() {
     local name="$1"; shift
@@ -40,9 +44,10 @@ python_venv() {
 }
 
 # pynsq 0.9.1 is tornado-based and takes any tornado; this one is checked on Python 3.11.
-python_venv pynsq "pynsq==0.9.1" "tornado==6.4.2" "python-snappy==0.7.3"
-python_venv gnsq "gnsq==1.0.2" "gevent>=23.9" "python-snappy==0.7.3"
-python_venv tools "matplotlib>=3.7,<4"
+wants pynsq && python_venv pynsq "pynsq==0.9.1" "tornado==6.4.2" "python-snappy==0.7.3"
+wants gnsq && python_venv gnsq "gnsq==1.0.2" "gevent>=23.9" "python-snappy==0.7.3"
+wants tools && python_venv tools "matplotlib>=3.7,<4"
+wants gonsq || exit 0
 
 # go-nsq program
 GO_SRC="$SCRIPT_DIR/gonsq"

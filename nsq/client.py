@@ -37,8 +37,12 @@ def prepare_conn_kwargs(conn_kwargs: dict[str, Any], targets: list[tuple[str, in
     check_conn_kwargs(conn_kwargs)
     backend = get_backend(conn_kwargs.get("backend", "auto"))
     conn_kwargs["backend"] = backend
-    for host, port in targets or [("127.0.0.1", 4150)]:
-        Connection(host, port, **conn_kwargs)
+
+    def validate() -> None:
+        for host, port in targets or [("127.0.0.1", 4150)]:
+            Connection(host, port, **conn_kwargs)
+
+    backend.call_and_wait(validate)  # a Connection's primitives belong to the backend's context
     return backend
 
 

@@ -606,7 +606,7 @@ class Reader(metaclass=client.ClientMeta):
         let run()/nsq.run() raise it in the thread that runs them."""
         logger.warning("[%s] handler raised %s; requeueing and closing", self.name, type(exc).__name__)
         if not message._responded:
-            message.requeue(backoff=False)
+            message.requeue(backoff=False, delay=0)  # the message did not fail: the program is stopping
         self.backend.call_threadsafe(self._close_in_background, self.close_timeout)
         client.report_interrupt(exc)
 
@@ -642,7 +642,10 @@ class Reader(metaclass=client.ClientMeta):
             else:
                 self._interrupted(message, value)
 
-        (self._bridge or loops.owned_loop()).settle(awaitable, settled)
+        def on_loop(ok: bool, value: Any) -> None:  # the outcome enters the runtime like any other call
+            self.backend.call_threadsafe(settled, ok, value)
+
+        (self._bridge or loops.owned_loop()).settle(awaitable, on_loop)
 
     def _give_up(self, message: Message) -> None:
         with self._lock:

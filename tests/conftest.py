@@ -29,6 +29,9 @@ from servers import (  # noqa: E402
     require_nsq_bin,
 )
 
+# Programs the tests run as subprocesses, not test modules.
+collect_ignore_glob = ["programs/*", "pynsq_programs/*"]
+
 _BACKENDS = ("gevent", "threads")
 _SERVERS_KEY = pytest.StashKey[list]()
 

@@ -165,6 +165,28 @@ def test_writer_publishes_from_os_threads_under_gevent(nsqd, topic):
         writer.close()
 
 
+def test_clients_made_and_used_on_an_os_thread_under_gevent(nsqd, topic):
+    handled = []
+
+    def on_os_thread():
+        writer = nsq.Writer([nsqd.tcp_address], backend="gevent")
+        reader = nsq.Reader(topic, "ch", lambda m: handled.append(m.body) or True,
+                            nsqd_tcp_addresses=[nsqd.tcp_address], backend="gevent")
+        reader.start()
+        results = [writer.pub(topic, b"%d" % i) for i in range(10)]
+        deadline = b.monotonic() + WAIT
+        while len(handled) < 10 and b.monotonic() < deadline:
+            threading.Event().wait(0.01)  # this thread's own wait: the hub runs meanwhile
+        reader.close()
+        writer.close()
+        return results, sorted(handled)
+
+    b = get_backend("gevent")
+    thread = in_os_thread(on_os_thread)
+    wait_for(lambda: not thread.is_alive(), "gevent", timeout=WAIT * 2)
+    assert thread.outcome == ("ok", ([b"OK"] * 10, sorted(b"%d" % i for i in range(10))))
+
+
 def test_reader_closed_from_an_os_thread_under_gevent(nsqd, topic):
     nsqd.http_mpub(topic, [b"%d" % i for i in range(30)])
     handled = []

@@ -54,16 +54,20 @@ def main():
     while b"before-fork" not in seen and time.monotonic() < deadline:
         sleep(0.01)
 
-    pid = os.fork()
-    if pid == 0:
-        result = {"process": "child", "published": 0, "errors": []}
-        started = time.monotonic()
+    def publish(process):
+        result = {"process": process, "published": 0, "errors": []}
         for i in range(PER_PROCESS):
             try:
-                if writer.pub(args.topic, b"child-%d" % i) == b"OK":
+                if writer.pub(args.topic, b"%s-%d" % (process.encode(), i)) == b"OK":
                     result["published"] += 1
             except nsq.Error as exc:
                 result["errors"].append(repr(exc))
+        return result
+
+    pid = os.fork()
+    if pid == 0:
+        started = time.monotonic()
+        result = publish("child")
         sleep(1.0)  # under gevent, greenlets that survived the fork get to run now
         try:
             reader.run()
@@ -77,13 +81,7 @@ def main():
         log.close()
         os._exit(0)
 
-    result = {"process": "parent", "published": 0, "errors": []}
-    for i in range(PER_PROCESS):
-        try:
-            if writer.pub(args.topic, b"parent-%d" % i) == b"OK":
-                result["published"] += 1
-        except nsq.Error as exc:
-            result["errors"].append(repr(exc))
+    result = publish("parent")
     deadline = time.monotonic() + CHILD_DEADLINE
     status = None
     while time.monotonic() < deadline:
