@@ -159,12 +159,12 @@ def raise_interrupt() -> None:
 
 
 class ClientMeta(type):
-    """Calls a new client's ``_after_construction()`` once every ``__init__``
+    """Calls a new client's ``after_construction()`` once every ``__init__``
     in its class chain has returned, so that a subclass's own attributes
     exist before the client starts (pynsq gets this by starting on the
     IOLoop's next turn)."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         instance = super().__call__(*args, **kwargs)
-        instance._after_construction()
+        instance.after_construction()
         return instance

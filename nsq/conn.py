@@ -67,6 +67,17 @@ class Pending:
         self.result: Any = None
         self.deadline = deadline
 
+    def resolve(self, conn: "Connection", result: Any) -> None:
+        """The answer (bytes, or an nsq.Error) arrived: call back, then wake the waiter."""
+        self.result = result
+        if self.callback is not None:
+            try:
+                self.callback(conn, result)
+            except Exception:
+                logger.exception("[%s] callback raised", conn.id)
+        if self.event is not None:
+            self.event.set()
+
 
 def _validated_settings(
     heartbeat_interval: float | None,
@@ -474,7 +485,7 @@ class Connection(events.EventedMixin):
         if self.has_listeners(events.RESPONSE):
             self.trigger(events.RESPONSE, conn=self, data=data)
         if waiter is not None:
-            self._resolve(waiter, data)
+            waiter.resolve(self, data)
         if data == CLOSE_WAIT:
             self.state = CLOSING
 
@@ -491,17 +502,8 @@ class Connection(events.EventedMixin):
         if error.fatal:  # closed before the caller wakes, so it cannot reuse this connection
             self._close_now(error)
         if waiter is not None:
-            self._resolve(waiter, error)
+            waiter.resolve(self, error)
 
-    def _resolve(self, waiter: Pending, result: Any) -> None:
-        waiter.result = result
-        if waiter.callback is not None:
-            try:
-                waiter.callback(self, result)
-            except Exception:
-                logger.exception("[%s] callback raised", self.id)
-        if waiter.event is not None:
-            waiter.event.set()
 
     # -- writing ----------------------------------------------------------
 
@@ -602,7 +604,8 @@ class Connection(events.EventedMixin):
             logger.warning("[%s] cannot finish %d messages: connection closed; nsqd will redeliver them", self.id, len(message_ids))
         self.in_flight -= len(message_ids)
 
-    def _finish_message(self, message: Message) -> None:
+    def finish_message(self, message: Message) -> None:
+        """FIN one message (Message.finish() calls this)."""
         self._respond(codec.encode_fin(message.id), message, True)
 
     def requeue_delay_ms(self, message: Message, delay: float) -> int:
@@ -613,12 +616,14 @@ class Connection(events.EventedMixin):
         # did not wrap around on the way: cap it first.
         return min(int(delay * 1000), MAX_DELAY_MS)
 
-    def _requeue_message(self, message: Message, delay: float, backoff: bool) -> None:
+    def requeue_message(self, message: Message, delay: float, backoff: bool) -> None:
+        """REQ one message (Message.requeue() calls this)."""
         self._respond(codec.encode_req(message.id, self.requeue_delay_ms(message, delay)), message, False if backoff else None)
 
-    def _touch_message(self, message: Message) -> None:
+    def touch_message(self, message: Message) -> None:
+        """TOUCH one message (Message.touch() calls this)."""
         if not self.backend.in_backend_context():
-            self.backend.call_threadsafe(self._touch_message, message)
+            self.backend.call_threadsafe(self.touch_message, message)
             return
         self.send(codec.encode_touch(message.id))
         self.trigger(events.TOUCH, conn=self, message=message)
@@ -653,7 +658,7 @@ class Connection(events.EventedMixin):
                 pass
         closed_error = ConnectionClosedError("connection to nsqd %s closed%s" % (self.id, ": %s" % (error,) if error else ""))
         for waiter in waiters:
-            self._resolve(waiter, closed_error)
+            waiter.resolve(self, closed_error)
         self._closed.set()
         self.trigger(events.CLOSE, conn=self)
 
@@ -696,7 +701,7 @@ class Connection(events.EventedMixin):
         if self.backend.tasks_survive_fork:
             # greenlets survive the fork: wake those that wait here with the error
             for waiter in waiters:
-                self._resolve(waiter, error)
+                waiter.resolve(self, error)
             self._closed.set()
             self.trigger(events.CLOSE, conn=self)
         else:

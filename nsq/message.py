@@ -20,12 +20,18 @@ class AlreadyRespondedError(Error, AssertionError):
     """
 
 
-class Responder(Protocol):
-    def _finish_message(self, message: "Message") -> None: ...
+class MessageDelegate(Protocol):
+    """What a Message needs from whoever received it (a Connection): the
+    commands that answer nsqd. A Message made by hand has none."""
 
-    def _requeue_message(self, message: "Message", delay: float, backoff: bool) -> None: ...
+    def finish_message(self, message: "Message") -> None: ...
 
-    def _touch_message(self, message: "Message") -> None: ...
+    def requeue_message(self, message: "Message", delay: float, backoff: bool) -> None: ...
+
+    def touch_message(self, message: "Message") -> None: ...
+
+
+Responder = MessageDelegate  # the name this protocol had before
 
 
 class Message:
@@ -44,7 +50,7 @@ class Message:
         body: bytes,
         timestamp: int,
         attempts: int,
-        responder: Responder | None = None,
+        responder: MessageDelegate | None = None,
     ) -> None:
         self.id = id
         self.body = body
@@ -93,17 +99,27 @@ class Message:
 
     # -- answering nsqd ------------------------------------------------------------
 
-    def _claim_response(self) -> Responder | None:
+    def _claim_response(self) -> MessageDelegate | None:
         if self._responded:
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
         self._responded = True
         return self._responder
 
+    def mark_finished(self) -> None:
+        """Record that the receiver finished this message itself, in a batch
+        of FINs (the Reader's fast path for handlers that return True): no
+        command is sent from here, and finish listeners are told."""
+        if self._responded:
+            raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
+        self._responded = True
+        if self._listeners:
+            self.trigger(events.FINISH, message=self)
+
     def finish(self) -> None:
         """Tell nsqd the message was handled (FIN)."""
         responder = self._claim_response()
         if responder is not None:
-            responder._finish_message(self)
+            responder.finish_message(self)
         if self._listeners:
             self.trigger(events.FINISH, message=self)
 
@@ -130,7 +146,7 @@ class Message:
             raise InvalidArgumentError("requeue delay must be a number of seconds >= 0 (or -1), not %r" % (delay,))
         responder = self._claim_response()
         if responder is not None:
-            responder._requeue_message(self, delay, backoff)
+            responder.requeue_message(self, delay, backoff)
         if self._listeners:
             self.trigger(events.REQUEUE, message=self, backoff=backoff, time_ms=-1 if delay < 0 else int(delay * 1000))
 
@@ -139,6 +155,6 @@ class Message:
         if self._responded:
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
         if self._responder is not None:
-            self._responder._touch_message(self)
+            self._responder.touch_message(self)
         if self._listeners:
             self.trigger(events.TOUCH, message=self)

@@ -134,7 +134,7 @@ class Reader(metaclass=client.ClientMeta):
         self._closing = self.backend.event()
         self._closed = self.backend.event()
 
-    def _after_construction(self) -> None:
+    def after_construction(self) -> None:
         """Every __init__ of a subclass has returned: start as pynsq would."""
         if self._bridge is not None:
             self._bridge.call_soon(self._start_logged)  # on the loop's first turn
@@ -527,7 +527,7 @@ class Reader(metaclass=client.ClientMeta):
                 if closing():
                     break
                 if handle(message):
-                    message._responded = True
+                    message.mark_finished()
                     finished.append(message.id)
                 if monotonic() >= flush_at:  # slow handlers: answers must not wait for the whole batch
                     if finished:
@@ -551,7 +551,7 @@ class Reader(metaclass=client.ClientMeta):
             return False
         try:
             if not self.validate_message(self.preprocess_message(message)):
-                return not message._responded
+                return not message.has_responded()
             result = self.process_message(message)
         except (KeyboardInterrupt, SystemExit) as exc:
             self._interrupted(message, exc)
@@ -559,7 +559,7 @@ class Reader(metaclass=client.ClientMeta):
         except Exception:
             self._handler_failed(message, "raised")
             return False
-        if message._async or message._responded:
+        if message.is_async() or message.has_responded():
             if is_awaitable(result):  # nothing will await it: do not leave it unawaited
                 self._settle(message, result, answer=False)
             return False
@@ -598,14 +598,14 @@ class Reader(metaclass=client.ClientMeta):
         log("[%s] handler %s on message %s; requeueing", self.name, what, message.id)
         with self._lock:
             self._stats["handler_errors"] += 1
-        if not message._responded:
+        if not message.has_responded():
             message.requeue()
 
     def _interrupted(self, message: Message, exc: BaseException) -> None:
         """KeyboardInterrupt or SystemExit from a handler: requeue, close, and
         let run()/nsq.run() raise it in the thread that runs them."""
         logger.warning("[%s] handler raised %s; requeueing and closing", self.name, type(exc).__name__)
-        if not message._responded:
+        if not message.has_responded():
             message.requeue(backoff=False, delay=0)  # the message did not fail: the program is stopping
         self.backend.call_threadsafe(self._close_in_background, self.close_timeout)
         client.report_interrupt(exc)
@@ -620,7 +620,7 @@ class Reader(metaclass=client.ClientMeta):
         one); with answer, its result finishes or requeues the message."""
 
         def settled(ok: bool, value: Any) -> None:
-            if not answer or message._responded:
+            if not answer or message.has_responded():
                 if not ok and not isinstance(value, Exception):
                     self._interrupted(message, value)
                 return
@@ -654,7 +654,7 @@ class Reader(metaclass=client.ClientMeta):
             self.giving_up(message)
         except Exception:
             logger.exception("[%s] giving_up hook raised on message %s", self.name, message.id)
-        if not message._responded:
+        if not message.has_responded():
             message.finish()
 
     # -- closing --------------------------------------------------------------------

@@ -42,18 +42,18 @@ class _TopicLane:
     """PUBs to one topic on one connection: at most one command in flight;
     PUBs that arrive meanwhile wait in batches and leave as one MPUB each."""
 
-    __slots__ = ("conn", "topic", "busy", "batches", "max_bytes")
+    __slots__ = ("conn", "topic", "busy", "batches", "max_bytes", "_lock")
 
     def __init__(self, conn: Connection, topic: str, max_bytes: int) -> None:
         self.conn = conn
+        self._lock = conn.backend.lock()
         self.topic = topic
         self.busy = False
         self.batches: collections.deque[tuple[list[bytes], list[Pending], list[int]]] = collections.deque()
         self.max_bytes = max_bytes
 
     def publish(self, body: bytes, waiter: Pending) -> None:
-        conn = self.conn
-        with conn._lock:
+        with self._lock:
             if self.busy:
                 batches = self.batches
                 if batches:
@@ -82,8 +82,8 @@ class _TopicLane:
     def _answered(self, waiters: list[Pending], result: Any) -> None:
         conn = self.conn
         for waiter in waiters:
-            conn._resolve(waiter, result)
-        with conn._lock:
+            waiter.resolve(conn, result)
+        with self._lock:
             if not self.batches:
                 self.busy = False
                 return

@@ -26,13 +26,13 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list = []
 
-    def _finish_message(self, message):
+    def finish_message(self, message):
         self.calls.append(("FIN", message))
 
-    def _requeue_message(self, message, delay, backoff):
+    def requeue_message(self, message, delay, backoff):
         self.calls.append(("REQ", message, delay, backoff))
 
-    def _touch_message(self, message):
+    def touch_message(self, message):
         self.calls.append(("TOUCH", message))
 
 

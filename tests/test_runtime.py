@@ -44,7 +44,7 @@ wait_for = functools.partial(waiting.wait_for, timeout=WAIT, interval=0.005)
 # ----------------------------------------------------------------------------- choosing a backend
 
 
-def test_auto_is_threads_and_gevent_never_imported_on_the_threads_path(nsqd, topic):
+def test_auto_is_threads_and_neither_gevent_nor_a_loop_is_imported_on_the_threads_path(nsqd, topic):
     proc = run_python(
         """
         import sys
@@ -56,9 +56,12 @@ def test_auto_is_threads_and_gevent_never_imported_on_the_threads_path(nsqd, top
         assert w.backend.name == "threads"
         assert w.pub(sys.argv[2], b"from threads") == b"OK"
         assert w.mpub(sys.argv[2], [b"a", b"b"]) == b"OK"
+        r = nsq.Reader(sys.argv[2], "c", lambda m: True, nsqd_tcp_addresses=[sys.argv[1]])
+        r.start()
+        r.close()
         w.close()
-        leaked = sorted(m for m in sys.modules if m == "gevent" or m.startswith("gevent."))
-        assert not leaked, leaked
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("gevent", "tornado", "asyncio"))
+        assert not leaked, leaked  # a plain script loads neither gevent nor an event loop
         print("threads-ok")
         """,
         nsqd.tcp_address,
