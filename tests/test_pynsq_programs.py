@@ -27,6 +27,7 @@ def run_program(source: str, tmp_path) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
     return subprocess.Popen(
         [sys.executable, str(path)], cwd=str(tmp_path), env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -55,8 +56,12 @@ def stop(proc, signum) -> tuple[int, str, str]:
     try:
         out, err = proc.communicate(timeout=EXIT_TIMEOUT)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack goes to stderr
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
         raise AssertionError("the program did not exit within %ds after signal %d:\n%s" % (EXIT_TIMEOUT, signum, err))
     return proc.returncode, out, err
 
