@@ -30,8 +30,15 @@ def run_program(source: str, tmp_path) -> subprocess.Popen:
     env["PYTHONFAULTHANDLER"] = "1"
     return subprocess.Popen(
         [sys.executable, str(path)], cwd=str(tmp_path), env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    # A shell starts background jobs with SIGINT ignored, and an ignored signal
+    # stays ignored across exec: a suite run as `make test &` would hand that to
+    # the program, whose Ctrl-C then never arrives. Give it the terminal's default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
