@@ -128,6 +128,17 @@ class LoopBridge:
     def __init__(self, loop: "asyncio.AbstractEventLoop", io_loop: Any) -> None:
         self.loop = loop
         self.io_loop = io_loop
+        self.turned = False  # the loop has run at least one turn since this bridge was made
+        self.call_soon(self._mark_turned)
+
+    def _mark_turned(self) -> None:
+        self.turned = True
+
+    def in_use(self) -> bool:
+        """True once the program runs its loop: from then on user code is
+        called there (and waits there while the loop is stopped). Before, as in
+        a program that imported tornado but never runs a loop, it is not."""
+        return self.turned or self.loop.is_running()
 
     def __repr__(self) -> str:
         return "<nsq.LoopBridge %r>" % (self.io_loop,)
@@ -169,10 +180,12 @@ class LoopBridge:
             self.call_soon(start)
 
     def wrap_callback(self, callback: Callable[..., Any]) -> Callable[..., None]:
-        """callback, called on the loop's thread whatever thread calls the wrapper."""
+        """callback, called on the loop's thread whatever thread calls the
+        wrapper; at once while the program has never run its loop (one that
+        imported tornado but never runs a loop must still hear its answers)."""
 
         def on_loop(*args: Any) -> None:
-            if self.in_loop_thread():
+            if self.in_loop_thread() or not self.in_use():
                 callback(*args)
             else:
                 self.call_soon(callback, *args)

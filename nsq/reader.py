@@ -199,9 +199,7 @@ class Reader(metaclass=client.ClientMeta):
 
     # -- lifecycle --------------------------------------------------------------
 
-    @from_any_thread()
-    def start(self) -> None:
-        """Start connecting and consuming in the background (run() calls it)."""
+    def _check_startable(self) -> None:
         if self.message_handler is None and type(self).process_message is Reader.process_message:
             raise ConfigError("you must specify the Reader's message_handler (or override process_message)")
         if self._forked_from is not None:
@@ -209,14 +207,19 @@ class Reader(metaclass=client.ClientMeta):
                 "Reader %s was started in process %d, which this process forked from; a Reader consumes only "
                 "in the process that started it: create and start a new Reader here" % (self.name, self._forked_from)
             )
+
+    @from_any_thread()
+    def start(self) -> None:
+        """Start connecting and consuming in the background (run() calls it)."""
+        self._check_startable()
         with self._lock:
             if self._started or self._closing.is_set():
                 return
             self._started = True
         self._apply_disabled()
         spawn = self.backend.spawn
-        if self._bridge is None:  # with a loop, handlers run there instead
-            self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
+        # (with a loop, handlers run there once the program runs it; until then, on the workers)
+        self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
         self._tasks += [spawn(self._maintain_direct, host, port) for host, port in self._direct]
         if self.lookupd_http_addresses:
             self._tasks.append(spawn(self._poll_lookupd))
@@ -228,10 +231,15 @@ class Reader(metaclass=client.ClientMeta):
         In a program with a loop that is not running yet, this runs the loop
         until the Reader closes. A KeyboardInterrupt or SystemExit raised by
         the handler closes the Reader and is raised again here."""
-        self.start()
+        self._check_startable()
+        bridge = self._bridge
+        run_loop = bridge is not None and not bridge.is_running()
+        if run_loop:
+            bridge.call_soon(self._start_logged)  # on the loop's first turn, where handlers will run
+        else:
+            self.start()
         try:
-            bridge = self._bridge
-            if bridge is not None and not bridge.is_running():
+            if run_loop:
                 self.backend.spawn(self._stop_loop_when_closed, bridge)
                 bridge.run()
             # Poll instead of waiting on the Event: Ctrl-C inside Event.wait() can
@@ -470,8 +478,9 @@ class Reader(metaclass=client.ClientMeta):
                 self._send_rdy(actions)
         if actions:
             conn.flush()
-        if self._bridge is not None:
-            self._bridge.call_soon(self._handle_batch, conn, messages)
+        bridge = self._bridge
+        if bridge is not None and bridge.in_use():
+            bridge.call_soon(self._handle_batch, conn, messages)
         elif self.concurrency == 1:
             self._queue.put((conn, messages))
         else:
@@ -645,7 +654,8 @@ class Reader(metaclass=client.ClientMeta):
         def on_loop(ok: bool, value: Any) -> None:  # the outcome enters the runtime like any other call
             self.backend.call_threadsafe(settled, ok, value)
 
-        (self._bridge or loops.owned_loop()).settle(awaitable, on_loop)
+        bridge = self._bridge
+        (bridge if bridge is not None and bridge.in_use() else loops.owned_loop()).settle(awaitable, on_loop)
 
     def _give_up(self, message: Message) -> None:
         with self._lock:

@@ -26,20 +26,32 @@ def run(poll_interval: float = 0.1) -> None:
     clients = client.live_clients()
     backend = get_backend(clients[0].backend if clients else "auto")
     bridge = loops.program_loop(None, backend)
+    run_loop = bridge is not None and not bridge.is_running()
     # pynsq starts every Reader when the IOLoop starts: do the same here
     for live in clients:
         start = getattr(live, "start", None)
-        if start is not None:
+        if start is None:
+            continue
+        if run_loop:
+            bridge.call_soon(_start_logged, live)  # on the loop's first turn, where handlers will run
+        else:
             start()
     client.run_started()
     try:
-        if bridge is not None and not bridge.is_running():
+        if run_loop:
             _run_loop(bridge)
         else:
             _wait(backend, poll_interval)
     finally:
         client.run_ended()
     client.raise_interrupt()
+
+
+def _start_logged(live: Any) -> None:
+    try:
+        live.start()
+    except Exception:
+        logger.exception("cannot start %r", live)
 
 
 def _on_signals(handler: Callable[[int, Any], None]) -> dict[int, Any]:

@@ -195,7 +195,12 @@ class Writer:
         conns = list(self.conns.values())
         if not self.backend.tasks_survive_fork:
             # locks and events may have been held by threads that do not exist here
+            closing, closed = self._closing.is_set(), self._closed.is_set()
             self._make_primitives()
+            if closing:  # closed in the parent: stays closed here
+                self._closing.set()
+            if closed:
+                self._closed.set()
             self._blocking = set()
         for conn in conns:
             conn.after_fork_in_child()

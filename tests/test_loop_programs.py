@@ -37,6 +37,35 @@ def test_user_code_runs_on_the_programs_loop_and_publishing_does_not_block_it(ns
     assert nsqd.message_count(topic) == 50
 
 
+BLOCKING_WITH_TORNADO_IMPORTED = """
+import sys, time
+import tornado.ioloop  # imported (as dask or a web framework would), but its loop never runs
+import nsq
+
+nsqd, topic = sys.argv[1], sys.argv[2]
+seen, answers = [], []
+reader = nsq.Reader(topic, "c", lambda m: seen.append(m.body) or True, nsqd_tcp_addresses=[nsqd])
+reader.start()
+writer = nsq.Writer([nsqd])
+writer.pub(topic, b"blocking")
+writer.pub(topic, b"with-callback", callback=lambda conn, data: answers.append(data))
+deadline = time.time() + 20
+while (len(seen) < 2 or not answers) and time.time() < deadline:
+    time.sleep(0.01)
+reader.close()
+writer.close()
+print(sorted(seen), answers)
+"""
+
+
+def test_a_blocking_program_that_imports_tornado_but_never_runs_its_loop(nsqd, topic):
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", BLOCKING_WITH_TORNADO_IMPORTED, nsqd.tcp_address, topic],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[b'blocking', b'with-callback'] [b'OK']"
+
+
 # -- handlers that return something else than a bool ---------------------------------------------
 
 
