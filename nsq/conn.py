@@ -524,12 +524,18 @@ class Connection(events.EventedMixin):
         self._drain()
 
     def flush(self) -> None:
+        """Write what send(..., flush=False) left buffered. A failed write closes
+        the connection (its waiters get the error, CLOSE listeners hear of it);
+        the caller of a flush is not the one to tell, so it does not raise."""
         self.backend.check_context("Connection.flush")
         with self._lock:
             if self._writing or not self._out or self.state not in (CONNECTED, CLOSING):
                 return
             self._writing = True
-        self._drain()
+        try:
+            self._drain()
+        except ConnectionClosedError as exc:
+            logger.debug("[%s] flush failed: %s", self.id, exc)
 
     def _drain(self) -> None:
         out = self._out

@@ -405,10 +405,13 @@ class Reader(metaclass=client.ClientMeta):
     def _redistribute_loop(self) -> None:
         interval = min(5.0, max(0.05, self.low_rdy_idle_timeout / 2))
         while not self._closing.wait(interval):
-            self._apply_disabled()
-            with self._lock:
-                self._send_rdy(self._rdy.redistribute())
-            self._flush_all()
+            try:
+                self._apply_disabled()
+                with self._lock:
+                    self._send_rdy(self._rdy.redistribute())
+                self._flush_all()
+            except Exception:  # the next tick must still come
+                logger.exception("[%s] RDY redistribution failed", self.name)
 
     @classmethod
     def disabled(cls) -> bool:
@@ -517,7 +520,10 @@ class Reader(metaclass=client.ClientMeta):
             item = get()
             if item is _STOP:
                 return
-            self._handle_batch(*item)
+            try:
+                self._handle_batch(*item)
+            except Exception:  # a worker must outlive any one batch, or nothing more is handled
+                logger.exception("[%s] error while handling a batch of messages", self.name)
 
     def _handle_batch(self, conn: Connection, messages: Any) -> None:
         """Hand one read's messages to the handler, on a worker task or the program's loop."""
