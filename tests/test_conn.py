@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import socket
+import threading
 
 import pytest
 
@@ -389,3 +390,18 @@ def test_dead_peer_detected_by_missing_heartbeats(nsqd, topic, fault_proxy_facto
     finally:
         proxy.release()
         conn.close()
+
+
+def test_a_failed_flush_closes_the_connection_instead_of_raising_at_the_flusher(nsqd, fault_proxy_factory):
+    """A Reader's worker flushes every batch's answers; a write that fails there
+    (the link was cut) must close the connection, not kill the worker."""
+    proxy = fault_proxy_factory(nsqd.host, nsqd.tcp_port)
+    host, port = proxy.address.rsplit(":", 1)
+    conn = Connection(host, int(port), backend="gevent")
+    conn.connect()
+    proxy.reset()  # RST: the next write fails; the hub (this thread) does not run meanwhile
+    threading.Event().wait(0.1)  # an OS-level wait: the RST arrives, the read greenlet does not run
+    conn.send(codec.encode_nop(), flush=False)
+    conn.flush()  # raised ConnectionClosedError before
+    waiting.wait_for(conn.closed, "gevent", timeout=5)
+    assert isinstance(conn.close_error, (OSError, nsq.Error))
