@@ -4,13 +4,12 @@ clients that nsq.run() starts, waits on and closes."""
 from __future__ import annotations
 
 import inspect
-import os
 import random
 from typing import Any
 
 from .conn import Connection
 from .errors import ConfigError
-from .runtime import Backend, get_backend, os_lock
+from .runtime import Backend, ProcessLock, get_backend
 
 _CONN_ARGS = frozenset(
     name
@@ -81,16 +80,8 @@ def reconnect_delay(failures: int, cap: float, base: float = 0.1) -> float:
 # Every Reader and Writer lives here from construction until it closes, as
 # pynsq's live in the IOLoop: a client nobody keeps a reference to still runs.
 _live_clients: set[Any] = set()
-_live_lock = os_lock()  # taken from any OS thread, so never a greenlet lock
+_live_lock = ProcessLock()  # taken from any OS thread, so never a greenlet lock
 _running = [0]  # how many nsq.run() calls are running now
-
-
-def _after_fork_in_child() -> None:
-    global _live_lock
-    _live_lock = os_lock()  # it may have been held by a thread that does not exist here
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def register(client: Any) -> None:

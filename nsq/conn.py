@@ -504,7 +504,6 @@ class Connection(events.EventedMixin):
         if waiter is not None:
             waiter.resolve(self, error)
 
-
     # -- writing ----------------------------------------------------------
 
     def send(self, data: bytes, waiter: Pending | None = None, flush: bool = True) -> None:

@@ -33,24 +33,29 @@ class InvalidListenerError(Exception):
 
 
 class EventedMixin:
-    """Named callback lists; callbacks get keyword arguments (conn=..., data=...)."""
+    """Named callback lists; callbacks get keyword arguments (conn=..., data=...).
 
-    _callbacks: dict[str, list[Callable[..., Any]]]
+    Kept in a ``_callbacks`` attribute made on the first on(); a class with
+    ``__slots__`` (Message) names that slot."""
+
+    __slots__ = ()
 
     def on(self, name: str, callback: Callable[..., Any]) -> None:
         if not callable(callback):
             raise TypeError("callback must be callable")
-        callbacks = self.__dict__.setdefault("_callbacks", {})
+        callbacks = getattr(self, "_callbacks", None)
+        if callbacks is None:
+            callbacks = self._callbacks = {}
         callbacks.setdefault(name, []).append(callback)
 
     def off(self, name: str, callback: Callable[..., Any]) -> None:
-        callbacks = self.__dict__.get("_callbacks", {}).get(name, [])
+        callbacks = (getattr(self, "_callbacks", None) or {}).get(name, [])
         if callback in callbacks:
             callbacks.remove(callback)
 
     def has_listeners(self, name: str) -> bool:
-        return bool(self.__dict__.get("_callbacks", {}).get(name))
+        return bool((getattr(self, "_callbacks", None) or {}).get(name))
 
     def trigger(self, name: str, *args: Any, **kwargs: Any) -> None:
-        for callback in list(self.__dict__.get("_callbacks", {}).get(name, ())):
+        for callback in list((getattr(self, "_callbacks", None) or {}).get(name, ())):
             callback(*args, **kwargs)

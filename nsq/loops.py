@@ -23,7 +23,7 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from .runtime import Backend, os_lock
+from .runtime import Backend, ProcessLock, os_lock, start_os_thread
 
 if TYPE_CHECKING:
     import asyncio
@@ -239,7 +239,7 @@ def _report(future: Any, done: Settled) -> None:
 # -- choosing the loop for a new client ------------------------------------------------------
 
 _bridges: "weakref.WeakKeyDictionary[Any, LoopBridge]" = weakref.WeakKeyDictionary()
-_bridges_lock = os_lock()
+_bridges_lock = ProcessLock()
 
 
 def _bridge_for(loop: "asyncio.AbstractEventLoop", io_loop: Any = None) -> LoopBridge:
@@ -299,7 +299,7 @@ def program_loop(io_loop: Any, backend: Backend) -> LoopBridge | None:
 
 _owned: LoopBridge | None = None
 _owned_pid = 0
-_owned_lock = os_lock()
+_owned_lock = ProcessLock()
 
 
 def owned_loop() -> LoopBridge:
@@ -320,27 +320,9 @@ def owned_loop() -> LoopBridge:
                 loop.call_soon(ready.release)
                 loop.run_forever()
 
-            start_thread = _original_start_new_thread()
-            start_thread(run, ())
+            start_os_thread(run)
             ready.acquire()
             _owned = LoopBridge(loop, AsyncioIOLoop(loop))
             _owned_pid = os.getpid()
         return _owned
 
-
-def _original_start_new_thread() -> Callable[..., Any]:
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None:
-        return monkey.get_original("_thread", "start_new_thread")
-    import _thread
-
-    return _thread.start_new_thread
-
-
-def _after_fork_in_child() -> None:
-    global _bridges_lock, _owned_lock
-    _bridges_lock = os_lock()
-    _owned_lock = os_lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -34,7 +34,7 @@ class MessageDelegate(Protocol):
 Responder = MessageDelegate  # the name this protocol had before
 
 
-class Message:
+class Message(events.EventedMixin):
     """A message received from nsqd.
 
     ``id`` is the 16-byte hex id (bytes), ``body`` the payload, ``timestamp``
@@ -42,7 +42,7 @@ class Message:
     times it has been delivered (starting at 1).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "_responder", "_async", "_responded", "_listeners", "__weakref__")
+    __slots__ = ("id", "body", "timestamp", "attempts", "_responder", "_async", "_responded", "_callbacks", "__weakref__")
 
     def __init__(
         self,
@@ -59,7 +59,7 @@ class Message:
         self._responder = responder
         self._async = False
         self._responded = False
-        self._listeners: dict[str, list[Callable[..., Any]]] | None = None
+        self._callbacks: dict[str, list[Callable[..., Any]]] | None = None  # EventedMixin's listeners
 
     def __repr__(self) -> str:
         return "<nsq.Message id=%s attempts=%d body=%d bytes>" % (
@@ -78,25 +78,6 @@ class Message:
     def has_responded(self) -> bool:
         return self._responded
 
-    # -- pynsq's events ----------------------------------------------------------
-
-    def on(self, name: str, callback: Callable[..., Any]) -> None:
-        """Call callback(message=self, ...) when the message is finished, requeued or touched."""
-        if not callable(callback):
-            raise TypeError("callback must be callable")
-        if self._listeners is None:
-            self._listeners = {}
-        self._listeners.setdefault(name, []).append(callback)
-
-    def off(self, name: str, callback: Callable[..., Any]) -> None:
-        listeners = (self._listeners or {}).get(name, [])
-        if callback in listeners:
-            listeners.remove(callback)
-
-    def trigger(self, name: str, **kwargs: Any) -> None:
-        for callback in list((self._listeners or {}).get(name, ())):
-            callback(**kwargs)
-
     # -- answering nsqd ------------------------------------------------------------
 
     def _claim_response(self) -> MessageDelegate | None:
@@ -112,7 +93,7 @@ class Message:
         if self._responded:
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
         self._responded = True
-        if self._listeners:
+        if self._callbacks:
             self.trigger(events.FINISH, message=self)
 
     def finish(self) -> None:
@@ -120,7 +101,7 @@ class Message:
         responder = self._claim_response()
         if responder is not None:
             responder.finish_message(self)
-        if self._listeners:
+        if self._callbacks:
             self.trigger(events.FINISH, message=self)
 
     def requeue(self, backoff: bool = True, delay: float = -1, time_ms: int | None = None, **kwargs: Any) -> None:
@@ -147,7 +128,7 @@ class Message:
         responder = self._claim_response()
         if responder is not None:
             responder.requeue_message(self, delay, backoff)
-        if self._listeners:
+        if self._callbacks:
             self.trigger(events.REQUEUE, message=self, backoff=backoff, time_ms=-1 if delay < 0 else int(delay * 1000))
 
     def touch(self) -> None:
@@ -156,5 +137,5 @@ class Message:
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
         if self._responder is not None:
             self._responder.touch_message(self)
-        if self._listeners:
+        if self._callbacks:
             self.trigger(events.TOUCH, message=self)

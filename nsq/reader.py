@@ -13,11 +13,10 @@ from typing import Any, Callable, Iterable
 from . import client, loops, lookupd
 from .conn import Connection
 from .errors import ConfigError, Error, ForkedError
-from .loops import is_awaitable
 from .message import Message
 from .names import check_channel, check_topic
 from .rdy import RdyManager
-from .runtime import from_any_thread, monotonic, on_fork_in_child
+from .runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -27,9 +26,16 @@ _STOP = object()
 
 # Answers of one batch of handler calls leave together, but never later than this (seconds).
 ACK_FLUSH_INTERVAL = 0.05
-#: How much longer than its own timeout a caller on another OS thread waits
-#: for the hub to run close() before it gives up.
-FOREIGN_THREAD_GRACE = 5.0
+
+
+def _verdict(result: Any) -> bool | None:
+    """What a handler's result says: True finishes, False requeues, None
+    says neither. 1 and 0 count as True and False, as pynsq reads them."""
+    if result is True or result is False:
+        return result
+    if isinstance(result, int) and result in (0, 1):
+        return bool(result)
+    return None
 
 
 class Reader(metaclass=client.ClientMeta):
@@ -575,12 +581,15 @@ class Reader(metaclass=client.ClientMeta):
             self._handler_failed(message, "raised")
             return False
         if message.is_async() or message.has_responded():
-            if is_awaitable(result):  # nothing will await it: do not leave it unawaited
+            if loops.is_awaitable(result):  # nothing will await it: do not leave it unawaited
                 self._settle(message, result, answer=False)
             return False
-        if result is True:
+        if result is True:  # the per-message common case: no call
             return True
-        if result is False:
+        verdict = _verdict(result)
+        if verdict is True:
+            return True
+        if verdict is False:
             message.requeue()
             return False
         if result is None:
@@ -590,14 +599,9 @@ class Reader(metaclass=client.ClientMeta):
             )
             message.requeue()
             return False
-        if is_awaitable(result):
+        if loops.is_awaitable(result):
             message.enable_async()
             self._settle(message, result, answer=True)
-            return False
-        if isinstance(result, int) and result in (0, 1):  # 1 == True and 0 == False, as pynsq reads them
-            if result:
-                return True
-            message.requeue()
             return False
         self._handler_failed(
             message, "returned %s, which is neither a bool nor an awaitable" % (
@@ -639,10 +643,10 @@ class Reader(metaclass=client.ClientMeta):
                 if not ok and not isinstance(value, Exception):
                     self._interrupted(message, value)
                 return
-            if ok and (value is True or (isinstance(value, int) and value == 1)):
+            if ok and _verdict(value) is True:
                 message.finish()
             elif ok:
-                if value is not False and not (isinstance(value, int) and value == 0):
+                if _verdict(value) is None:
                     logger.error(
                         "[%s] handler's awaitable gave %r for message %s, not True or False; requeueing",
                         self.name, value, message.id,

@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 monotonic = time.monotonic
 
+_fork_generation = 0  # forks this process descends from (see fork_generation())
+
 BACKEND_NAMES = ("auto", "gevent", "threads")
 
 #: Set to 1 to make every gevent primitive check that it runs on the hub's thread.
@@ -135,6 +137,33 @@ class _LockWaiter:
 def os_lock() -> Any:
     """A plain mutex for OS threads, never a monkey-patched (greenlet) one."""
     return _original("_thread", "allocate_lock")()
+
+
+def start_os_thread(fn: Callable[[], Any]) -> None:
+    """Run fn on a new real OS thread (never a greenlet, whatever is monkey-patched)."""
+    _original("_thread", "start_new_thread")(fn, ())
+
+
+class ProcessLock:
+    """A module-level mutex for OS threads that a forked child gets fresh:
+    one held at fork time by a thread that does not exist in the child
+    would otherwise stay held there for ever."""
+
+    __slots__ = ("_lock", "_generation")
+
+    def __init__(self) -> None:
+        self._lock = os_lock()
+        self._generation = _fork_generation
+
+    def __enter__(self) -> "ProcessLock":
+        if self._generation != _fork_generation:
+            self._lock = os_lock()
+            self._generation = _fork_generation
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._lock.release()
 
 
 class _Outcome:
@@ -239,6 +268,10 @@ class Backend:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: How much longer than a call's own timeout a caller on another OS thread
+#: waits for the hub to hand back the result before it gives up.
+FOREIGN_THREAD_GRACE = 5.0
 
 
 def from_any_thread(timeout: Callable[..., float | None] | None = None) -> Callable[[F], F]:
@@ -566,7 +599,7 @@ class GeventBackend(Backend):
             outcome.run(functools.partial(fn, *args))
             self._door.enter(done.set, ())
 
-        _original("_thread", "start_new_thread")(work, ())
+        start_os_thread(work)
         while not done.wait(1.0):  # a timer keeps the loop alive meanwhile
             pass
         return outcome.result()
@@ -581,7 +614,7 @@ class GeventBackend(Backend):
 # -- choosing a backend ---------------------------------------------------------------
 
 _backends: dict[str, Backend] = {}
-_backends_lock = os_lock()
+_backends_lock = ProcessLock()
 
 
 def gevent_socket_patched() -> bool:
@@ -608,7 +641,6 @@ def get_backend(name: str | Backend = "auto") -> Backend:
 
 # -- fork -----------------------------------------------------------------------------
 
-_fork_generation = 0
 _fork_watchers: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
@@ -624,9 +656,8 @@ def on_fork_in_child(obj: Any) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _fork_generation, _backends_lock
+    global _fork_generation
     _fork_generation += 1
-    _backends_lock = os_lock()  # it may have been held by a thread that does not exist here
     for backend in list(_backends.values()):
         backend.after_fork_in_child()
     watchers = list(_fork_watchers)

@@ -24,7 +24,7 @@ from .errors import (
     TimeoutError,
 )
 from .names import check_topic
-from .runtime import fork_generation, from_any_thread, monotonic, on_fork_in_child
+from .runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +33,6 @@ Callback = Callable[[Any, Any], None]
 DEFAULT_MAX_MSG_SIZE = 1024 * 1024  # nsqd's --max-msg-size default
 DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024  # nsqd's --max-body-size default
 BATCH_MAX_COUNT = 2000
-#: How much longer than publish_timeout a caller on another OS thread waits
-#: for the hub to hand back its answer before it gives up.
-FOREIGN_THREAD_GRACE = 5.0
 
 
 class _TopicLane:
