@@ -1,5 +1,6 @@
-# Pure-Python twin of nsq/_frame.pyx: the sans-I/O NSQ frame decoder and command
-# encoders. It is the reference; the compiled module must behave identically.
+"""Pure-Python twin of nsq/_frame.pyx: the sans-I/O NSQ frame decoder and command
+encoders. It is the reference; the compiled module must behave identically.
+"""
 from __future__ import annotations
 
 import json

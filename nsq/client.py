@@ -1,48 +1,19 @@
-"""What Reader and Writer share: pynsq's refusal of unknown connection keyword
-arguments, address parsing, reconnect delays, and the registry of live
-clients that nsq.run() starts, waits on and closes."""
+"""What Reader and Writer share: their Config from pynsq's connection
+keywords, address parsing, and the registry of live clients that nsq.run()
+starts, waits on and closes."""
 from __future__ import annotations
 
-import inspect
-import random
 from typing import Any
 
-from .conn import Connection
+from .config import Config, InvalidKeywordArgumentError  # noqa: F401 - re-exported
 from .errors import ConfigError
-from .runtime import Backend, ProcessLock, get_backend
+from msgengine.backoff import reconnect_delay  # noqa: F401 - used as client.reconnect_delay
+from msgengine.runtime import ProcessLock
 
-_CONN_ARGS = frozenset(
-    name
-    for name, p in inspect.signature(Connection.__init__).parameters.items()
-    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in ("self", "host", "port")
-)
-
-
-class InvalidKeywordArgumentError(ConfigError, AssertionError):
-    """Unknown keyword argument; an AssertionError too, as pynsq raises."""
-
-
-def check_conn_kwargs(kwargs: dict[str, Any]) -> None:
-    unknown = sorted(set(kwargs) - _CONN_ARGS)
-    if unknown:
-        raise InvalidKeywordArgumentError("Invalid keyword argument(s): %s" % unknown)
-
-
-def prepare_conn_kwargs(conn_kwargs: dict[str, Any], targets: list[tuple[str, int]]) -> Backend:
-    """Refuse unknown keyword arguments, resolve the backend once for every
-    connection, and build (without connecting) a Connection per target so
-    that bad settings (snappy with deflate, tls_options, ...) raise now rather
-    than inside a background connection task."""
-    check_conn_kwargs(conn_kwargs)
-    backend = get_backend(conn_kwargs.get("backend", "auto"))
-    conn_kwargs["backend"] = backend
-
-    def validate() -> None:
-        for host, port in targets or [("127.0.0.1", 4150)]:
-            Connection(host, port, **conn_kwargs)
-
-    backend.call_and_wait(validate)  # a Connection's primitives belong to the backend's context
-    return backend
+def make_config(conn_kwargs: dict[str, Any]) -> Config:
+    """The one Config a Reader's or Writer's connections share, from its
+    ``**conn_kwargs`` (unknown keywords refused as pynsq refuses them)."""
+    return Config.from_kwargs(conn_kwargs)
 
 
 def address_list(addresses: Any, what: str) -> list[str]:
@@ -69,12 +40,6 @@ def split_host_port(address: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, int(port)
-
-
-def reconnect_delay(failures: int, cap: float, base: float = 0.1) -> float:
-    """Exponential backoff with full jitter on the upper half, at most cap."""
-    delay = min(cap, base * (2 ** min(failures, 30)))
-    return delay / 2 + random.random() * delay / 2
 
 
 # Every Reader and Writer lives here from construction until it closes, as

@@ -1,5 +1,6 @@
-# The one place that picks the frame codec: the compiled nsq._frame when it is
-# importable (unless NSQ_PURE_PYTHON=1), else the pure-Python twin nsq._frame_py.
+"""The one place that picks the frame codec: the compiled nsq._frame when it is
+importable (unless NSQ_PURE_PYTHON=1), else the pure-Python twin nsq._frame_py.
+"""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,13 @@
-# The library's exceptions: one root (nsq.Error, as in pynsq), pynsq's own
-# classes kept, and the server's E_* codes mapped through one table to classes
-# that know whether nsqd closes the connection after sending them.
+"""The library's exceptions: one root (nsq.Error, as in pynsq), pynsq's own
+classes kept, and the server's E_* codes mapped through one table to classes
+that know whether nsqd closes the connection after sending them.
+
+The engine's debugging errors (``HubThreadError``, ``HubStateError``) are
+msgengine's and are re-exported here; settings the engine refuses are
+translated into ``ConfigError`` by ``nsq.config``."""
 from __future__ import annotations
+
+from msgengine.errors import HubStateError, HubThreadError  # noqa: F401 - re-exported
 
 
 class Error(Exception):
@@ -52,15 +58,6 @@ class MessageTooLargeError(InvalidArgumentError):
 
 class ConfigError(InvalidArgumentError):
     """Conflicting or invalid connection settings (snappy and deflate, ...)."""
-
-
-class HubThreadError(Error, AssertionError):
-    """A gevent primitive of this library was used from an OS thread that does
-    not run the hub (raised only when NSQ_CHECK_HUB_THREAD=1 is set)."""
-
-
-class HubStateError(Error):
-    """The gevent hub this library runs on is in a state it cannot recover from."""
 
 
 class ForkedError(ConnectionClosedError):

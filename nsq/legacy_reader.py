@@ -1,5 +1,6 @@
-# pynsq's deprecated LegacyReader: one Reader per task in `all_tasks`, each on
-# its own channel ("<channel>.<task>" when there are several tasks).
+"""pynsq's deprecated LegacyReader: one Reader per task in `all_tasks`, each on
+its own channel ("<channel>.<task>" when there are several tasks).
+"""
 from __future__ import annotations
 
 import warnings

@@ -1,6 +1,7 @@
-# Discovery through nsqlookupd: build the /lookup URL from an address given
-# with or without http://, query one lookupd, and parse its producers into
-# (broadcast_address, tcp_port) pairs. The Reader polls all of them each round.
+"""Discovery through nsqlookupd: build the /lookup URL from an address given
+with or without http://, query one lookupd, and parse its producers into
+(broadcast_address, tcp_port) pairs. The Reader polls all of them each round.
+"""
 from __future__ import annotations
 
 import logging

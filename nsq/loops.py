@@ -23,7 +23,7 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from .runtime import Backend, ProcessLock, os_lock, start_os_thread
+from msgengine.runtime import Backend, ProcessLock, os_lock, start_os_thread
 
 if TYPE_CHECKING:
     import asyncio

@@ -1,5 +1,6 @@
-# Topic and channel name rules: 1 to 64 characters of [.a-zA-Z0-9_-], with an
-# optional "#ephemeral" suffix, checked before anything reaches the wire.
+"""Topic and channel name rules: 1 to 64 characters of [.a-zA-Z0-9_-], with an
+optional "#ephemeral" suffix, checked before anything reaches the wire.
+"""
 from __future__ import annotations
 
 import re

@@ -1,7 +1,8 @@
-# pynsq's module-level protocol API, kept name for name so that programs that
-# build commands by hand get the same bytes: command builders (with pynsq's
-# assertions), unpack_response, decode_message, name checks, constants, and
-# the error classes (re-exported from nsq.errors).
+"""pynsq's module-level protocol API, kept name for name so that programs that
+build commands by hand get the same bytes: command builders (with pynsq's
+assertions), unpack_response, decode_message, name checks, constants, and
+the error classes (re-exported from nsq.errors).
+"""
 from __future__ import annotations
 
 import json

@@ -1,283 +1,43 @@
-# RDY management as pure logic: which RDY count each connection should have,
-# given max_in_flight, the connections, their in-flight messages, idleness and
-# backoff. No I/O and no timers: every call returns the RDY commands to send
-# as (key, count) pairs, and backoff returns the delay the caller must wait.
+"""NSQ's names for flow control: RDY is the engine's credit.
+
+``RdyManager`` is ``msgengine.flow.FlowControl`` with pynsq's vocabulary
+(``total_rdy``, ``max_rdy_count``), and ``RdyCount`` is the per-connection
+``LinkCredit`` that a connection's protocol object keeps up to date (the one
+copy of a connection's RDY and in-flight counts).
+"""
 from __future__ import annotations
 
-import random
-import time
-from typing import Callable, Hashable
+from typing import Hashable
 
-from .backoff_timer import BackoffTimer
+from msgengine.flow import Action, FlowControl, LinkCredit
 
-Action = tuple[Hashable, int]
+__all__ = ["Action", "DEFAULT_MAX_RDY_COUNT", "RdyCount", "RdyManager"]
 
-REFRESH_RATIO = 0.25
-STARVED_RATIO = 0.85
+#: What a connection assumes when nsqd's IDENTIFY response does not say.
+DEFAULT_MAX_RDY_COUNT = 2500
 
 
-class ConnRdy:
-    """What the manager knows about one connection."""
+class RdyCount(LinkCredit):
+    """A connection's RDY (the credit), messages left under it, and messages in flight."""
 
-    __slots__ = ("key", "rdy", "remaining", "in_flight", "last_message", "max_rdy_count")
+    __slots__ = ()
 
-    def __init__(self, key: Hashable, max_rdy_count: int, now: float) -> None:
-        self.key = key
-        self.rdy = 0  # last RDY count sent
-        self.remaining = 0  # messages nsqd may still push under that RDY
-        self.in_flight = 0
-        self.last_message = now
-        self.max_rdy_count = max_rdy_count
+    @property
+    def rdy(self) -> int:
+        return self.credit
 
-    def __repr__(self) -> str:
-        return "<ConnRdy %s rdy=%d in_flight=%d>" % (self.key, self.rdy, self.in_flight)
+    @property
+    def max_rdy_count(self) -> int:
+        return self.max_credit
 
 
-class RdyManager:
-    """Spreads max_in_flight over connections; rotates RDY when there are
-    more connections than max_in_flight; runs pynsq's backoff state machine."""
-
-    def __init__(
-        self,
-        max_in_flight: int,
-        low_rdy_idle_timeout: float = 10,
-        max_backoff_duration: float = 128,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.max_in_flight = max_in_flight
-        self.low_rdy_idle_timeout = low_rdy_idle_timeout
-        self.backoff_timer = BackoffTimer(0, max_backoff_duration)
-        self.backoff_block = False  # RDY 0 everywhere until end_backoff_block()
-        self.clock = clock
-        self.rng = rng or random.Random()
-        self.conns: dict[Hashable, ConnRdy] = {}
-
-    # -- views --------------------------------------------------------------
+class RdyManager(FlowControl):
+    """Spreads max_in_flight over nsqd connections as RDY counts."""
 
     @property
     def total_rdy(self) -> int:
-        return sum(c.rdy for c in self.conns.values())
+        return self.total_credit
 
-    def in_backoff(self) -> bool:
-        return self.backoff_block or self.backoff_timer.get_interval() > 0
-
-    def rotating(self) -> bool:
-        return 0 < self.max_in_flight < len(self.conns)
-
-    def share(self, conn: ConnRdy) -> int:
-        """The RDY count a connection gets in normal flow."""
-        if self.max_in_flight == 0 or not self.conns:
-            return 0
-        return min(max(1, self.max_in_flight // len(self.conns)), conn.max_rdy_count)
-
-    def is_starved(self) -> bool:
-        return any(c.in_flight > 0 and c.in_flight >= c.rdy * STARVED_RATIO for c in self.conns.values())
-
-    # -- helpers ------------------------------------------------------------
-
-    def _set(self, conn: ConnRdy, count: int, actions: list[Action]) -> None:
-        count = max(0, min(count, conn.max_rdy_count))
-        if count and not conn.rdy:
-            conn.last_message = self.clock()  # idleness counts from when RDY was granted
-        conn.rdy = count
-        conn.remaining = count
-        actions.append((conn.key, count))
-
-    def _budget(self) -> int:
-        return self.max_in_flight - self.total_rdy
-
-    def _all_zero(self, actions: list[Action]) -> None:
-        for conn in self.conns.values():
-            if conn.rdy:
-                self._set(conn, 0, actions)
-
-    def _distribute(self) -> list[Action]:
-        """Full redistribution for normal flow (or rotation when it applies)."""
-        actions: list[Action] = []
-        if self.max_in_flight == 0 or self.in_backoff():
-            self._all_zero(actions)
-            return actions
-        if self.rotating():
-            active = [c for c in self.conns.values() if c.rdy > 0]
-            for conn in active[self.max_in_flight :]:
-                self._set(conn, 0, actions)
-            for conn in active[: self.max_in_flight]:
-                if conn.rdy != 1:
-                    self._set(conn, 1, actions)
-            self._fill_idle(actions, exclude=())
-            return actions
-        for conn in self.conns.values():  # shrink first so the sum never passes max_in_flight
-            if conn.rdy > self.share(conn):
-                self._set(conn, self.share(conn), actions)
-        for conn in self.conns.values():
-            want = min(self.share(conn), conn.rdy + self._budget())
-            if want > conn.rdy:
-                self._set(conn, want, actions)
-        return actions
-
-    def _fill_idle(self, actions: list[Action], exclude: tuple) -> None:
-        """Rotation: hand free RDY 1s to random connections that have none."""
-        busy = sum(1 for c in self.conns.values() if c.rdy > 0 or c.in_flight > 0)
-        available = self.max_in_flight - busy
-        if available <= 0:
-            return
-        candidates = [c for c in self.conns.values() if c.rdy == 0 and c.in_flight == 0 and c.key not in exclude]
-        if len(candidates) < available:
-            candidates += [c for c in self.conns.values() if c.rdy == 0 and c.in_flight == 0 and c.key in exclude]
-        self.rng.shuffle(candidates)
-        for conn in candidates[:available]:
-            self._set(conn, 1, actions)
-
-    # -- connections --------------------------------------------------------
-
-    def add_conn(self, key: Hashable, max_rdy_count: int = 2500) -> list[Action]:
-        """A new connection: RDY 1 if the budget allows, and the others shrink to the new share."""
-        conn = ConnRdy(key, max_rdy_count, self.clock())
-        self.conns[key] = conn
-        actions: list[Action] = []
-        if self.max_in_flight == 0 or self.backoff_block:
-            return actions
-        if self.in_backoff():
-            if self.total_rdy == 0:
-                self._set(conn, 1, actions)
-            return actions
-        if not self.rotating():
-            for other in self.conns.values():
-                if other.rdy > self.share(other):
-                    self._set(other, self.share(other), actions)
-        if self._budget() >= 1:
-            self._set(conn, 1, actions)
-        return actions
-
-    def remove_conn(self, key: Hashable) -> list[Action]:
-        conn = self.conns.pop(key, None)
-        if conn is None or self.backoff_block or self.max_in_flight == 0:
-            return []
-        if self.in_backoff():
-            actions: list[Action] = []
-            self._keep_testing(actions, exclude=())
-            return actions
-        return self._distribute()
-
-    # -- message flow -------------------------------------------------------
-
-    def on_messages(self, key: Hashable, count: int) -> list[Action]:
-        """count messages arrived on a connection; may grow its RDY to its share."""
-        conn = self.conns.get(key)
-        if conn is None:
-            return []
-        conn.in_flight += count
-        conn.remaining = max(conn.remaining - count, 0)
-        conn.last_message = self.clock()
-        actions: list[Action] = []
-        if not self.in_backoff() and not self.rotating() and self.max_in_flight:
-            want = min(self.share(conn), conn.rdy + self._budget())
-            if want > conn.rdy:
-                self._set(conn, want, actions)
-        return actions
-
-    def on_finished(self, key: Hashable, count: int) -> tuple[list[Action], float | None]:
-        """count messages on one connection were finished together. In normal
-        flow this is one RDY evaluation; in backoff it counts as one result."""
-        conn = self.conns.get(key)
-        if conn is not None:
-            conn.in_flight = max(conn.in_flight - (count - 1), 0)
-        return self.on_response(key, True)
-
-    def on_response(self, key: Hashable, success: bool | None) -> tuple[list[Action], float | None]:
-        """A message on this connection was answered.
-
-        success is True (finished), False (failed: requeued with backoff) or
-        None (neutral: requeued without backoff). Returns the RDY commands and,
-        when a backoff block starts, its length in seconds (the caller calls
-        end_backoff_block() after it).
-        """
-        conn = self.conns.get(key)
-        if conn is not None and conn.in_flight > 0:
-            conn.in_flight -= 1
-        actions: list[Action] = []
-        delay = None
-        if success is not None and not self.backoff_block:
-            timer = self.backoff_timer
-            if success:
-                if timer.get_interval() > 0:
-                    timer.success()
-                    if timer.get_interval() > 0:
-                        delay = self._start_block(actions)
-                    else:
-                        actions.extend(self._distribute())
-            else:
-                timer.failure()
-                delay = self._start_block(actions)
-        if conn is not None and delay is None and not self.in_backoff() and self.max_in_flight and conn.key in self.conns:
-            if not self.rotating():
-                want = min(self.share(conn), conn.rdy + self._budget())
-                if want > conn.rdy:
-                    self._set(conn, want, actions)
-                    return actions, delay
-            if conn.rdy > 0 and (conn.remaining == 0 or conn.remaining < conn.rdy * REFRESH_RATIO):
-                self._set(conn, conn.rdy, actions)
-        return actions, delay
-
-    # -- backoff ------------------------------------------------------------
-
-    def _start_block(self, actions: list[Action]) -> float:
-        self.backoff_block = True
-        self._all_zero(actions)
-        return self.backoff_timer.get_interval()
-
-    def end_backoff_block(self) -> list[Action]:
-        """The backoff interval passed: RDY 1 on one random connection to test the waters."""
-        self.backoff_block = False
-        actions: list[Action] = []
-        if self.backoff_timer.get_interval() == 0:
-            return self._distribute()
-        if self.conns and self.max_in_flight:
-            conn = self.rng.choice(list(self.conns.values()))
-            self._set(conn, 1, actions)
-        return actions
-
-    # -- periodic and control -------------------------------------------------
-
-    def _keep_testing(self, actions: list[Action], exclude: tuple) -> None:
-        """In backoff (between blocks): exactly one connection tests with RDY 1
-        unless one already has RDY or a message in flight."""
-        conns = list(self.conns.values())
-        if not conns or any(c.rdy > 0 or c.in_flight > 0 for c in conns):
-            return
-        candidates = [c for c in conns if c.key not in exclude] or conns
-        self._set(self.rng.choice(candidates), 1, actions)
-
-    def _take_from_idle(self, actions: list[Action]) -> tuple:
-        """RDY 0 to connections idle longer than low_rdy_idle_timeout; their keys."""
-        now = self.clock()
-        freed = []
-        for conn in self.conns.values():
-            if conn.rdy > 0 and now - conn.last_message > self.low_rdy_idle_timeout:
-                self._set(conn, 0, actions)
-                freed.append(conn.key)
-        return tuple(freed)
-
-    def redistribute(self) -> list[Action]:
-        """Periodic: in rotation (and in backoff, for the testing RDY 1), move
-        RDY away from connections idle longer than low_rdy_idle_timeout to
-        others chosen at random."""
-        if not self.conns or self.max_in_flight == 0 or self.backoff_block:
-            return []
-        actions: list[Action] = []
-        if self.in_backoff():
-            self._keep_testing(actions, exclude=self._take_from_idle(actions))
-        elif self.rotating():
-            self._fill_idle(actions, exclude=self._take_from_idle(actions))
-        elif self.total_rdy > self.max_in_flight or any(c.rdy == 0 for c in self.conns.values()):
-            actions.extend(self._distribute())
-        return actions
-
-    def set_max_in_flight(self, max_in_flight: int) -> list[Action]:
-        self.max_in_flight = max_in_flight
-        if max_in_flight == 0:
-            actions: list[Action] = []
-            self._all_zero(actions)
-            return actions
-        return self._distribute()
+    def add_conn(self, key: Hashable, max_rdy_count: int = DEFAULT_MAX_RDY_COUNT) -> list[Action]:
+        """A connection whose counts the manager keeps itself (tests, tools)."""
+        return self.add_link(RdyCount(key, max_rdy_count))

@@ -1,22 +1,24 @@
-# The consumer. pynsq's Reader signature and hooks over Connection: discovery
-# through nsqlookupd, reconnection, handler dispatch (one at a time unless
-# concurrency=N), max_tries and giving_up, RDY and backoff through the pure
-# RdyManager, acknowledgements written in batches, graceful close, stats.
+"""The consumer: pynsq's Reader signature and hooks. It owns handler
+dispatch (one at a time unless concurrency=N, on worker tasks or the
+program's loop), max_tries and giving_up, the disabled() hook, awaitable
+handlers, FINs of a batch written together, graceful close and stats; the
+connections, discovery, reconnection and RDY are its ``Subscription``'s.
+"""
 from __future__ import annotations
 
 import inspect
 import logging
 import os
-import random
 from typing import Any, Callable, Iterable
 
-from . import client, loops, lookupd
+from . import client, loops
 from .conn import Connection
+from .config import check_reader_settings
 from .errors import ConfigError, Error, ForkedError
 from .message import Message
 from .names import check_channel, check_topic
-from .rdy import RdyManager
-from .runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
+from .subscription import Subscription
+from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -81,21 +83,10 @@ class Reader(metaclass=client.ClientMeta):
         self.channel = check_channel(channel)
         if message_handler is not None and not callable(message_handler):
             raise ConfigError("message_handler must be callable")
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ConfigError("max_in_flight must be an int >= 1, not %r" % (max_in_flight,))
-        if isinstance(max_tries, bool) or not isinstance(max_tries, int) or max_tries < 0:
-            raise ConfigError("max_tries must be an int >= 0 (0 disables it), not %r" % (max_tries,))
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigError("concurrency must be an int >= 1, not %r" % (concurrency,))
-        if not 0 <= lookupd_poll_jitter <= 1:
-            raise ConfigError("lookupd_poll_jitter must be between 0 and 1")
-        for arg, value in (
-            ("lookupd_poll_interval", lookupd_poll_interval),
-            ("low_rdy_idle_timeout", low_rdy_idle_timeout),
-            ("max_backoff_duration", max_backoff_duration),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError("%s must be a positive number, not %r" % (arg, value))
+        check_reader_settings(
+            max_in_flight, max_tries, concurrency, lookupd_poll_jitter, lookupd_poll_interval,
+            low_rdy_idle_timeout, max_backoff_duration, close_timeout, max_reconnect_delay,
+        )
         self.nsqd_tcp_addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
         self.lookupd_http_addresses = client.address_list(lookupd_http_addresses, "lookupd_http_addresses")
         if not self.nsqd_tcp_addresses and not self.lookupd_http_addresses:
@@ -113,22 +104,40 @@ class Reader(metaclass=client.ClientMeta):
         self.concurrency = concurrency
         self.close_timeout = close_timeout
         self.max_reconnect_delay = max_reconnect_delay
-        self.backend = client.prepare_conn_kwargs(conn_kwargs, self._direct[:1])
+        self.config = client.make_config(conn_kwargs)
+        self.backend = self.config.backend
         self.conn_kwargs = conn_kwargs
         # The program's event loop, if it has one: user code is called there.
         self._bridge = loops.program_loop(conn_kwargs.get("io_loop"), self.backend)
         self._disabled_by_hook = False
         self._max_in_flight_before_disabled = max_in_flight
 
-        self.conns: dict[str, Connection] = {}
-        self._rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
+        self._subscription = Subscription(
+            self.topic,
+            self.channel,
+            self.config,
+            self._dispatch,
+            name=self.name,
+            nsqd=self._direct,
+            lookupd_http_addresses=self.lookupd_http_addresses,
+            max_in_flight=max_in_flight,
+            low_rdy_idle_timeout=low_rdy_idle_timeout,
+            max_backoff_duration=max_backoff_duration,
+            max_reconnect_delay=max_reconnect_delay,
+            lookupd_poll_interval=lookupd_poll_interval,
+            lookupd_poll_jitter=lookupd_poll_jitter,
+            lookupd_connect_timeout=lookupd_connect_timeout,
+            lookupd_request_timeout=lookupd_request_timeout,
+            on_heartbeat=self._on_heartbeat,
+            on_answered=self._count,
+            poll_round=lambda: self.query_lookupd(),  # overridable, as in pynsq
+            before_tick=self._apply_disabled,
+        )
         self._make_primitives()
         self._started = False
         self._forked_from: int | None = None  # the pid that started this Reader, when this is a forked child
         self._handling: set[int] = set()  # tasks currently inside a handler batch
         self._tasks: list[Any] = []
-        self._discovered: set[tuple[str, int]] = set()
-        self._connecting: set[str] = set()
         self._stats = {"received": 0, "finished": 0, "requeued": 0, "given_up": 0, "handler_errors": 0}
         client.register(self)
         on_fork_in_child(self)
@@ -165,16 +174,21 @@ class Reader(metaclass=client.ClientMeta):
     # -- pynsq attributes -------------------------------------------------------
 
     @property
+    def conns(self) -> dict[str, Connection]:
+        """Open connections by id (host:port)."""
+        return self._subscription.conns
+
+    @property
     def max_in_flight(self) -> int:
-        return self._rdy.max_in_flight
+        return self._subscription.rdy.max_in_flight
 
     @property
     def total_rdy(self) -> int:
-        return self._rdy.total_rdy
+        return self._subscription.rdy.total_rdy
 
     @property
     def backoff_timer(self) -> Any:
-        return self._rdy.backoff_timer
+        return self._subscription.rdy.backoff_timer
 
     def set_message_handler(self, message_handler: Handler) -> None:
         if not callable(message_handler):
@@ -226,10 +240,7 @@ class Reader(metaclass=client.ClientMeta):
         spawn = self.backend.spawn
         # (with a loop, handlers run there once the program runs it; until then, on the workers)
         self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
-        self._tasks += [spawn(self._maintain_direct, host, port) for host, port in self._direct]
-        if self.lookupd_http_addresses:
-            self._tasks.append(spawn(self._poll_lookupd))
-        self._tasks.append(spawn(self._redistribute_loop))
+        self._subscription.start()
 
     def run(self) -> None:
         """Consume until close() (or Ctrl-C, which closes gracefully).
@@ -272,8 +283,7 @@ class Reader(metaclass=client.ClientMeta):
         if not self._started or self._closed.is_set():
             return
         self._forked_from = os.getppid()
-        conns = list(self.conns.values())
-        self.conns = {}
+        conns = self._subscription.forget_after_fork()
         if self.backend.tasks_survive_fork:
             try:
                 self._closing.set()  # greenlets survived: they see it and stop
@@ -296,128 +306,14 @@ class Reader(metaclass=client.ClientMeta):
     def connect_to_nsqd(self, host: str, port: int) -> Connection | None:
         """Connect and subscribe to one nsqd; returns the connection, or None
         when it is already connected or the attempt failed (logged)."""
-        if not isinstance(host, str) or isinstance(port, bool) or not isinstance(port, int):
-            raise ConfigError("connect_to_nsqd needs a host string and an int port")
-        key = "%s:%d" % (host, port)
-        with self._lock:
-            if key in self.conns or key in self._connecting or self._closing.is_set():
-                return None
-            self._connecting.add(key)
-        try:
-            conn = Connection(host, port, **self.conn_kwargs)
-            conn.message_sink = self._on_messages
-            conn.response_listener = self._on_response
-            conn.on("heartbeat", self._on_heartbeat)
-            try:
-                conn.connect()
-                conn.subscribe(self.topic, self.channel)
-            except Exception as exc:
-                conn.close()
-                logger.warning("[%s] cannot connect to nsqd %s: %s", self.name, key, exc)
-                return None
-            if conn.max_rdy_count < self.max_in_flight:
-                logger.warning(
-                    "[%s] nsqd %s max_rdy_count %d is below max_in_flight %d",
-                    self.name, key, conn.max_rdy_count, self.max_in_flight,
-                )
-            with self._lock:
-                if self._closing.is_set():
-                    conn.close()
-                    return None
-                self.conns[key] = conn
-                self._send_rdy(self._rdy.add_conn(key, conn.max_rdy_count))
-            conn.flush()
-            conn.on("close", self._on_close)
-            if conn.closed():
-                self._on_close(conn)
-            logger.info("[%s] connected to nsqd %s", self.name, key)
-            return conn
-        finally:
-            with self._lock:
-                self._connecting.discard(key)
-
-    def _on_close(self, conn: Connection) -> None:
-        with self._lock:
-            if self.conns.get(conn.id) is not conn:
-                return
-            del self.conns[conn.id]
-            actions = self._rdy.remove_conn(conn.id)
-            self._send_rdy(actions)
-        self._flush_all()
-        if not self._closing.is_set():
-            logger.warning("[%s] lost nsqd %s: %s", self.name, conn.id, conn.close_error)
-
-    def _maintain_direct(self, host: str, port: int) -> None:
-        failures = 0
-        while not self._closing.is_set():
-            conn = self.connect_to_nsqd(host, port)
-            if conn is None:
-                failures += 1
-                self._closing.wait(client.reconnect_delay(failures, self.max_reconnect_delay))
-                continue
-            failures = 0
-            conn.wait_closed()
-            if not self._closing.is_set():
-                self._closing.wait(client.reconnect_delay(1, self.max_reconnect_delay))
+        if self._closing.is_set():
+            return None
+        return self._subscription.connect(host, port)
 
     @from_any_thread()
     def query_lookupd(self) -> list[tuple[str, int]]:
         """One discovery round: ask every nsqlookupd at once, connect to new producers."""
-        results: list[list[tuple[str, int]]] = []
-
-        def ask(address: str) -> None:
-            try:
-                results.append(
-                    self.backend.run_blocking(
-                        lookupd.query, address, self.topic, self.lookupd_connect_timeout, self.lookupd_request_timeout
-                    )
-                )
-            except Exception as exc:
-                logger.warning("[%s] lookupd %s failed: %s", self.name, address, exc)
-
-        tasks = [self.backend.spawn(ask, address) for address in self.lookupd_http_addresses]
-        for task in tasks:
-            task.join()
-        producers = sorted({p for found in results for p in found})
-        for host, port in producers:
-            if "%s:%d" % (host, port) not in self.conns and not self._closing.is_set():
-                self.backend.spawn(self.connect_to_nsqd, host, port)
-        return producers
-
-    def _poll_lookupd(self) -> None:
-        while not self._closing.is_set():
-            self.query_lookupd()
-            jitter = random.random() * self.lookupd_poll_jitter * self.lookupd_poll_interval
-            if self._closing.wait(self.lookupd_poll_interval + jitter):
-                return
-
-    # -- RDY ------------------------------------------------------------------------
-
-    def _send_rdy(self, actions: list[tuple[Any, int]]) -> None:
-        """Queue RDY commands (the caller holds self._lock and flushes later)."""
-        for key, count in actions:
-            conn = self.conns.get(key)
-            if conn is None:
-                continue
-            try:
-                conn.send_rdy(count, flush=False)
-            except Error as exc:
-                logger.warning("[%s] cannot send RDY %d to %s: %s", self.name, count, key, exc)
-
-    def _flush_all(self) -> None:
-        for conn in list(self.conns.values()):
-            conn.flush()
-
-    def _redistribute_loop(self) -> None:
-        interval = min(5.0, max(0.05, self.low_rdy_idle_timeout / 2))
-        while not self._closing.wait(interval):
-            try:
-                self._apply_disabled()
-                with self._lock:
-                    self._send_rdy(self._rdy.redistribute())
-                self._flush_all()
-            except Exception:  # the next tick must still come
-                logger.exception("[%s] RDY redistribution failed", self.name)
+        return self._subscription.query_lookupd()
 
     @classmethod
     def disabled(cls) -> bool:
@@ -444,16 +340,9 @@ class Reader(metaclass=client.ClientMeta):
             self._disabled_by_hook = False
             self._set_max_in_flight(self._max_in_flight_before_disabled)
 
-    def _end_backoff_block(self) -> None:
-        if self._closing.is_set():
-            return
-        with self._lock:
-            self._send_rdy(self._rdy.end_backoff_block())
-        self._flush_all()
-
     def is_starved(self) -> bool:
         """True when some connection has (nearly) as many messages in flight as its RDY."""
-        return self._rdy.is_starved()
+        return self._subscription.is_starved()
 
     @from_any_thread()
     def set_max_in_flight(self, max_in_flight: int) -> None:
@@ -466,9 +355,7 @@ class Reader(metaclass=client.ClientMeta):
         self._set_max_in_flight(max_in_flight)
 
     def _set_max_in_flight(self, max_in_flight: int) -> None:
-        with self._lock:
-            self._send_rdy(self._rdy.set_max_in_flight(max_in_flight))
-        self._flush_all()
+        self._subscription.set_max_in_flight(max_in_flight)
 
     # -- messages -------------------------------------------------------------------
 
@@ -478,15 +365,10 @@ class Reader(metaclass=client.ClientMeta):
         except Exception:
             logger.exception("[%s] heartbeat hook raised", self.name)
 
-    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
-        """Called by a connection's reader task with the messages of one read."""
+    def _dispatch(self, conn: Connection, messages: list[Message]) -> None:
+        """The subscription's sink: one read's messages, to the workers or the program's loop."""
         with self._lock:
             self._stats["received"] += len(messages)
-            actions = self._rdy.on_messages(conn.id, len(messages))
-            if actions:
-                self._send_rdy(actions)
-        if actions:
-            conn.flush()
         bridge = self._bridge
         if bridge is not None and bridge.in_use():
             bridge.call_soon(self._handle_batch, conn, messages)
@@ -496,29 +378,9 @@ class Reader(metaclass=client.ClientMeta):
             for message in messages:
                 self._queue.put((conn, (message,)))
 
-    def _on_response(self, conn: Connection, message: Message, success: bool | None) -> None:
+    def _count(self, kind: str, count: int) -> None:
         with self._lock:
-            self._stats["finished" if success else "requeued"] += 1
-            actions, delay = self._rdy.on_response(conn.id, success)
-            if actions:
-                self._send_rdy(actions)
-        self._after_rdy_change(conn, actions, delay)
-
-    def _after_rdy_change(self, conn: Connection, actions: list, delay: float | None) -> None:
-        if actions and not conn.batching:
-            self._flush_all()
-        if delay:
-            logger.info("[%s] backing off for %.3fs", self.name, delay)
-            self.backend.call_later(delay, self._end_backoff_block)
-
-    def _finish_batch(self, conn: Connection, message_ids: list[bytes]) -> None:
-        conn.finish_batch(message_ids)
-        with self._lock:
-            self._stats["finished"] += len(message_ids)
-            actions, delay = self._rdy.on_finished(conn.id, len(message_ids))
-            if actions:
-                self._send_rdy(actions)
-        self._after_rdy_change(conn, actions, delay)
+            self._stats[kind] += count
 
     def _worker(self) -> None:
         get = self._queue.get
@@ -538,7 +400,7 @@ class Reader(metaclass=client.ClientMeta):
         me = self.backend.current_task_id()
         with self._lock:
             self._handling.add(me)
-        conn.batching = True
+        conn.hold_answers()
         finished: list[bytes] = []
         handle = self._handle
         closing = self._closing.is_set
@@ -552,17 +414,17 @@ class Reader(metaclass=client.ClientMeta):
                     finished.append(message.id)
                 if monotonic() >= flush_at:  # slow handlers: answers must not wait for the whole batch
                     if finished:
-                        self._finish_batch(conn, finished)
+                        self._subscription.finish_many(conn, finished)
                         finished = []
                     conn.flush()
                     flush_at = monotonic() + ACK_FLUSH_INTERVAL
         finally:
-            conn.batching = False
+            conn.release_answers()
             if finished:
-                self._finish_batch(conn, finished)
+                self._subscription.finish_many(conn, finished)
             with self._lock:
                 self._handling.discard(me)
-            self._flush_all()
+            self._subscription.flush_all()
 
     def _handle(self, message: Message) -> bool:
         """Run the hooks and the handler; True means "finish it" (the caller
@@ -703,12 +565,9 @@ class Reader(metaclass=client.ClientMeta):
 
     def _close(self, timeout: float) -> None:
         deadline = monotonic() + timeout
-        conns = list(self.conns.values())
-        for conn in conns:
-            try:
-                conn.send_rdy(0)
-            except Error:
-                pass
+        subscription = self._subscription
+        conns = subscription.stop()  # no new connections from here on
+        subscription.pause_rdy()
         cls_tasks = [self.backend.spawn(conn.close_gracefully, max(deadline - monotonic(), 0.1)) for conn in conns]
         for task in cls_tasks:
             task.join(max(deadline - monotonic(), 0.1))
@@ -716,7 +575,7 @@ class Reader(metaclass=client.ClientMeta):
             self._queue.put(_STOP)
         while self._handling and monotonic() < deadline:
             self.backend.sleep(0.01)
-        self._flush_all()
+        subscription.flush_all()
         for conn in conns:
             conn.close()
         self._closed.set()
@@ -730,9 +589,7 @@ class Reader(metaclass=client.ClientMeta):
         with self._lock:
             result: dict[str, Any] = dict(self._stats)
             result["connections"] = len(self.conns)
-            result["total_rdy"] = self._rdy.total_rdy
-            result["in_backoff"] = self._rdy.in_backoff()
-            result["per_connection"] = {
-                key: {"rdy": state.rdy, "in_flight": state.in_flight} for key, state in self._rdy.conns.items()
-            }
+            result["total_rdy"] = self.total_rdy
+            result["in_backoff"] = self._subscription.rdy.in_backoff()
+        result["per_connection"] = self._subscription.per_connection()
         return result

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable
 
 from . import client, loops
-from .runtime import get_backend
+from msgengine.runtime import get_backend
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-# pynsq's SyncConn: a plain blocking socket to one nsqd, for programs that
-# build commands by hand with nsq.protocol and read raw responses.
+"""pynsq's SyncConn: a plain blocking socket to one nsqd, for programs that
+build commands by hand with nsq.protocol and read raw responses.
+"""
 from __future__ import annotations
 
 import socket

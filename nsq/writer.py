@@ -1,7 +1,9 @@
-# The publisher. pynsq's Writer signature and callback contract, plus blocking
-# calls that return only when nsqd has the message, publishes pipelined from
-# any number of callers, spreading over several nsqd with background
-# reconnection, and concurrent PUBs to one topic joined into one MPUB.
+"""The publisher: pynsq's Writer signature and callback contract, plus
+blocking calls that return only when nsqd has the message, publishes
+pipelined from any number of callers, spread over several nsqd kept
+connected by a ``msgengine.supervisor.Supervisor``, and concurrent PUBs to
+one topic joined into one MPUB (``_TopicLane``).
+"""
 from __future__ import annotations
 
 import collections
@@ -11,7 +13,11 @@ import ssl
 from typing import Any, Awaitable, Callable, Iterable
 
 from . import client, codec, events, loops
-from .conn import CONNECTED, MAX_DELAY_MS, Connection, Pending
+from msgengine.correlator import Pending
+from msgengine.supervisor import Supervisor
+
+from .config import check_writer_settings
+from .conn import CONNECTED, MAX_DELAY_MS, Connection
 from .errors import (
     AuthError,
     ConnectionClosedError,
@@ -24,7 +30,7 @@ from .errors import (
     TimeoutError,
 )
 from .names import check_topic
-from .runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
+from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +78,7 @@ class _TopicLane:
             data = codec.encode_mpub(self.topic, bodies)
         shared = Pending(callback=lambda conn, result: self._answered(waiters, result))
         try:
-            self.conn.send(data, shared)
+            self.conn.send_request(data, shared)
         except ConnectionClosedError as exc:
             self._answered(waiters, exc)
 
@@ -118,8 +124,7 @@ class Writer:
         addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
         if not addresses:
             raise InvalidArgumentError("Writer needs at least one nsqd address")
-        if isinstance(reconnect_interval, bool) or not isinstance(reconnect_interval, (int, float)) or reconnect_interval <= 0:
-            raise InvalidArgumentError("reconnect_interval must be a positive number of seconds")
+        check_writer_settings(reconnect_interval, publish_timeout, max_msg_size, max_body_size)
         self.nsqd_tcp_addresses = addresses
         self.name = name or addresses[0]
         self.reconnect_interval = reconnect_interval
@@ -130,7 +135,8 @@ class Writer:
         self.join_publishes = join_publishes
         self.conn_kwargs = conn_kwargs
         self._targets = [client.split_host_port(a) for a in addresses]
-        self.backend = client.prepare_conn_kwargs(conn_kwargs, self._targets)
+        self.config = client.make_config(conn_kwargs)
+        self.backend = self.config.backend
         self._bridge = loops.program_loop(conn_kwargs.get("io_loop"), self.backend)
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
@@ -140,8 +146,9 @@ class Writer:
         # Blocking publishes in flight; one task expires them at their deadline
         # (cheaper than a timer per call).
         self._blocking: set[Pending] = set()
-        self._generation: int | None = None  # the fork generation the tasks run in
-        self._tasks: list[Any] = []
+        self._generation: int | None = None  # the fork generation the connections belong to
+        self._supervisor: Supervisor | None = None
+        self._ticker: Any = None
         self._make_primitives()
         self._start_tasks()
         client.register(self)
@@ -176,9 +183,14 @@ class Writer:
             if self._generation == fork_generation() or self._closing.is_set():
                 return
             self._generation = generation = fork_generation()
-        spawn = self.backend.spawn
-        self._tasks = [spawn(self._maintain, host, port, generation) for host, port in self._targets]
-        self._tasks.append(spawn(self._expire_blocking, generation))
+        self._supervisor = supervisor = Supervisor(
+            self.backend, self.name, self._open, max_reconnect_delay=self.reconnect_interval,
+            reconnect_after_close=self.reconnect_interval,
+        )
+        for target in self._targets:
+            supervisor.keep(target)
+        interval = max(0.01, min(0.1, self.publish_timeout / 10))
+        self._ticker = self.backend.call_every(interval, self._expire_blocking, generation)
 
     def _in_this_process(self) -> None:
         """After os.fork(), the first use in the child starts connections of its own."""
@@ -189,6 +201,9 @@ class Writer:
         """In a forked child: forget the parent's connections (their sockets
         are the parent's) and let the next use connect afresh."""
         self._generation = None  # tasks that survived the fork (greenlets) stop
+        if self._supervisor is not None:
+            self._supervisor.forget_after_fork()
+        self._stop_ticker()
         conns = list(self.conns.values())
         if not self.backend.tasks_survive_fork:
             # locks and events may have been held by threads that do not exist here
@@ -208,29 +223,25 @@ class Writer:
 
     # -- connections ------------------------------------------------------
 
-    def _maintain(self, host: str, port: int, generation: int) -> None:
-        failures = 0
-        while not self._closing.is_set() and generation == self._generation:
-            conn = Connection(host, port, **self.conn_kwargs)
-            try:
-                conn.connect()
-            except Exception as exc:
-                self._last_connect_error = exc
-                failures += 1
-                delay = client.reconnect_delay(failures, self.reconnect_interval)
-                logger.warning("[%s] cannot connect to %s:%d (%s); retrying in %.2fs", self.name, host, port, exc, delay)
-                self._closing.wait(delay)
-                continue
-            failures = 0
-            if generation != self._generation:  # forked while connecting: this connection is the parent's
-                conn.after_fork_in_child()
-                return
-            self._add(conn)
-            conn.wait_closed()
-            self._remove(conn)
-            if not self._closing.is_set() and generation == self._generation:
-                logger.warning("[%s] connection to %s closed (%s); reconnecting", self.name, conn.id, conn.close_error)
-                self._closing.wait(client.reconnect_delay(1, self.reconnect_interval))
+    def _open(self, target: tuple[str, int]) -> Connection | None:
+        """One connection attempt (the supervisor retries with backoff)."""
+        generation = self._generation
+        conn = Connection(target[0], target[1], self.config)
+        try:
+            conn.connect()
+        except Exception as exc:
+            self._last_connect_error = exc
+            raise
+        if generation != self._generation:  # forked while connecting: this connection is the parent's
+            conn.after_fork_in_child()
+            return None
+        self._add(conn)
+        return conn
+
+    def _stop_ticker(self) -> None:
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
 
     def _add(self, conn: Connection) -> None:
         with self._lock:
@@ -328,7 +339,7 @@ class Writer:
         if self.join_publishes:
             return self._submit(lambda conn, waiter: self._lane(conn, topic).publish(body, waiter), callback)
         data = codec.encode_pub(topic, body)
-        return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
+        return self._submit(lambda conn, waiter: conn.send_request(data, waiter), callback)
 
     def mpub(
         self,
@@ -344,7 +355,7 @@ class Writer:
         if (msg is None) == (msgs is None):
             raise InvalidBodyError("mpub needs the message bodies: mpub(topic, [body, ...])")
         data = self._encode_mpub(topic, msg if msg is not None else msgs)
-        return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
+        return self._submit(lambda conn, waiter: conn.send_request(data, waiter), callback)
 
     def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
         topic = check_topic(topic)
@@ -352,7 +363,7 @@ class Writer:
             # (nsqd would read a larger delay wrapped around: 2**64 ms as 0)
             raise InvalidArgumentError("dpub delay_ms must be an int from 0 to %d, not %r" % (MAX_DELAY_MS, delay_ms))
         data = codec.encode_dpub(topic, delay_ms, self._check_body(msg))
-        return self._submit(lambda conn, waiter: conn.send(data, waiter), callback)
+        return self._submit(lambda conn, waiter: conn.send_request(data, waiter), callback)
 
     def _lane(self, conn: Connection, topic: str) -> _TopicLane:
         key = (id(conn), topic)
@@ -414,11 +425,13 @@ class Writer:
             return result
 
     def _expire_blocking(self, generation: int) -> None:
-        interval = max(0.01, min(0.1, self.publish_timeout / 10))
-        while not self._closing.wait(interval) and generation == self._generation:
-            now = monotonic()
-            for waiter in [w for w in self._blocking if w.deadline <= now]:
-                waiter.event.set()
+        """A periodic tick: wake blocking publishes whose deadline passed
+        (cheaper than a timer per call)."""
+        if generation != self._generation:
+            return
+        now = monotonic()
+        for waiter in [w for w in self._blocking.copy() if w.deadline <= now]:  # (copy(): atomic against other threads)
+            waiter.event.set()
 
     def _publish_with_callback(self, send: Callable[[Connection, Pending], None], callback: Callback, retried: bool) -> None:
         try:
@@ -466,6 +479,8 @@ class Writer:
             return
         self._closing.set()
         deadline = monotonic() + timeout
+        if self._supervisor is not None:
+            self._supervisor.close()  # no new connections from here on
         for conn in list(self._conn_list):
             while conn.is_connected() and (not conn.is_idle() or self._lane_busy(conn)) and monotonic() < deadline:
                 self.backend.sleep(0.005)
@@ -473,7 +488,6 @@ class Writer:
             conns = list(self.conns.values())
         for conn in conns:
             conn.close()
-        for task in self._tasks:
-            task.join(max(deadline - monotonic(), 0.1))
+        self._stop_ticker()
         self._closed.set()
         client.unregister(self)

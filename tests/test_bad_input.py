@@ -117,7 +117,7 @@ def test_garbage_from_the_server_closes_with_a_clear_error_and_reconnects(
         assert text in str(conn.close_error)
         assert peak < PEAK_LIMIT, "%d bytes allocated while handling %s" % (peak, case)
         if then_eof:
-            assert 0 < conn._decoder.buffered <= len(garbage)  # only what arrived was kept
+            assert 0 < conn.protocol.buffered_bytes() <= len(garbage)  # only what arrived was kept
 
         wait_for(lambda: any(c is not conn and c.is_connected() for c in list(reader.conns.values())),
                  backend, message="the Reader to reconnect")

@@ -61,7 +61,7 @@ wait_for = functools.partial(waiting.wait_for, interval=0.01)
 
 def stack(conn):
     """Class names of the connection's stream layers, outermost first."""
-    names, stream = [], conn._stream
+    names, stream = [], conn.stream
     while stream is not None:
         names.append(type(stream).__name__)
         stream = getattr(stream, "inner", None)

@@ -41,15 +41,15 @@ def connect(nsqd_or_host, backend, port=None, **kwargs):
 
 
 class SendCounter:
-    """Wraps conn._stream.send after connect: records every write that reaches the socket."""
+    """Wraps conn.stream.send after connect: records every write that reaches the socket."""
 
     def __init__(self, conn, gate=None):
         self.conn = conn
         self.writes: list[bytes] = []
         self.gate = gate  # an event the first write waits on (to hold the writer busy)
         self.entered = get_backend(conn.backend).event()
-        self._inner = conn._stream.send
-        conn._stream.send = self
+        self._inner = conn.stream.send
+        conn.stream.send = self
 
     def __call__(self, data):
         self.writes.append(bytes(data))

@@ -257,7 +257,7 @@ def test_reset_in_the_middle_of_a_frame(rig, backend, record_property):
     assert isinstance(reader_conn.close_error, (ConnectionClosedError, OSError))
     # The reader's decoder held part of a frame when the connection died: the reset
     # really was mid-frame, and the partial frame was dropped, not handed on.
-    assert 0 < reader_conn._decoder.buffered < BIG_FRAME
+    assert 0 < reader_conn.protocol.buffered_bytes() < BIG_FRAME
     assert all(len(body) == BIG for body in r.seen)
 
     # Upstream, from the Writer: RST inside the third message body it sends.

@@ -14,6 +14,8 @@ import threading
 import pytest
 
 import nsq
+import nsq.config
+from msgengine.errors import EngineConfigError
 import nsq.runtime
 from nsq.runtime import get_backend
 
@@ -114,9 +116,13 @@ def test_auto_in_this_process_is_threads():
 
 
 @pytest.mark.parametrize("name", ["asyncio", "", "GEVENT", "tornado", None, 3])
-def test_invalid_backend_name_raises_nsq_error(name):
-    with pytest.raises(nsq.Error) as info:
+def test_invalid_backend_name_raises_a_config_error(name):
+    # the engine refuses it with its own error; nsq's Config says it with nsq's
+    with pytest.raises(EngineConfigError) as info:
         get_backend(name)
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(nsq.Error) as info:
+        nsq.config.Config(backend=name)
     assert isinstance(info.value, nsq.errors.ConfigError)
     assert isinstance(info.value, ValueError)
 

@@ -18,7 +18,8 @@ import threading
 import pytest
 
 import nsq
-from nsq.errors import HubThreadError, TimeoutError as NsqTimeoutError
+from msgengine.errors import CallTimeoutError
+from nsq.errors import HubThreadError
 from nsq.runtime import get_backend, os_thread_ident
 from servers import REPO_ROOT
 from waiting import wait_for
@@ -101,7 +102,7 @@ def test_call_and_wait_gives_up_when_the_hub_does_not_run():
     thread.join(WAIT)  # an OS-level join: the hub does not run meanwhile
     assert not thread.is_alive()
     kind, error = thread.outcome
-    assert kind == "raised" and isinstance(error, NsqTimeoutError)
+    assert kind == "raised" and isinstance(error, CallTimeoutError) and isinstance(error, TimeoutError)
     assert "did not complete" in str(error)
     b.sleep(0.01)  # the queued call runs now, harmlessly
 

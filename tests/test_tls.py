@@ -13,6 +13,7 @@ import pytest
 
 import nsq
 from nsq.conn import Connection
+from msgengine.errors import EngineConfigError
 from nsq.errors import ConfigError, ConnectionClosedError, FeatureNegotiationError, InvalidError
 from nsq.transport import TLSStream, make_ssl_context
 
@@ -74,7 +75,7 @@ def test_right_ca_connects_and_nsqd_sees_tls(tls_nsqd, pki, backend, topic):
     conn = connect(tls_nsqd, backend, tls_v1=True, tls_options={"ca_certs": pki.ca_cert})
     try:
         assert conn.features["tls_v1"] is True
-        stream = conn._stream
+        stream = conn.stream
         assert isinstance(stream, TLSStream)
         assert stream.version() in ("TLSv1.2", "TLSv1.3")
         assert stream.getpeercert()["subject"][-1] == (("commonName", "localhost"),)
@@ -111,7 +112,7 @@ def test_dns_name_and_sni(tls_nsqd, pki, backend):
     # "localhost" matches the certificate's DNS SAN (and is sent as SNI).
     conn = connect(tls_nsqd, backend, host="localhost", tls_v1=True, tls_options={"ca_certs": pki.ca_cert})
     try:
-        assert conn._stream.tls.server_hostname == "localhost"
+        assert conn.stream.tls.server_hostname == "localhost"
     finally:
         conn.close()
 
@@ -129,7 +130,7 @@ def test_ssl_context_is_used_as_given(tls_nsqd, pki, backend):
     context.maximum_version = ssl.TLSVersion.TLSv1_2
     conn = connect(tls_nsqd, backend, tls_v1=True, tls_options=context)
     try:
-        assert conn._stream.version() == "TLSv1.2"
+        assert conn.stream.version() == "TLSv1.2"
     finally:
         conn.close()
     refused(tls_nsqd, backend, tls_v1=True, tls_options=ssl.create_default_context(cafile=pki.wrong_ca_cert))
@@ -140,7 +141,7 @@ def test_pynsq_ssl_version_pins_the_protocol(tls_nsqd, pki):
         tls_nsqd, "threads", tls_v1=True, tls_options={"ca_certs": pki.ca_cert, "ssl_version": ssl.PROTOCOL_TLSv1_2}
     )
     try:
-        assert conn._stream.version() == "TLSv1.2"
+        assert conn.stream.version() == "TLSv1.2"
     finally:
         conn.close()
 
@@ -244,15 +245,18 @@ def test_reader_with_a_refused_certificate_keeps_retrying(tls_nsqd, pki, backend
 
 
 def test_tls_options_validation(pki):
+    # the engine's transport checks them; nsq's Config says so with nsq's ConfigError
     with pytest.raises(ConfigError, match="unknown tls_options"):
+        Connection("127.0.0.1", 4150, tls_v1=True, tls_options={"verify": False})
+    with pytest.raises(EngineConfigError, match="unknown tls_options"):
         make_ssl_context({"verify": False})
-    with pytest.raises(ConfigError, match="check_hostname"):
+    with pytest.raises(EngineConfigError, match="check_hostname"):
         make_ssl_context({"cert_reqs": ssl.CERT_NONE, "check_hostname": True})
-    with pytest.raises(ConfigError, match="dict or an ssl.SSLContext"):
+    with pytest.raises(EngineConfigError, match="dict or an ssl.SSLContext"):
         make_ssl_context([("ca_certs", pki.ca_cert)])
-    with pytest.raises(ConfigError, match="ca_certs"):
+    with pytest.raises(EngineConfigError, match="ca_certs"):
         make_ssl_context({"ca_certs": "/nonexistent/ca.pem"})
-    with pytest.raises(ConfigError, match="client certificate"):
+    with pytest.raises(EngineConfigError, match="client certificate"):
         make_ssl_context({"ca_certs": pki.ca_cert, "certfile": "/nonexistent/client.pem"})
     with pytest.raises(ConfigError):
         Connection("127.0.0.1", 4150, tls_v1=True, tls_options={"bogus": 1})

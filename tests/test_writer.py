@@ -77,17 +77,17 @@ def drain(nsqd, topic, channel, required, backend, timeout=WAIT, done=None):
 
 
 class CommandCounter:
-    """Counts the commands a Writer hands to one connection (instance-level shim on send)."""
+    """Counts the commands a Writer hands to one connection (instance-level shim on send_request)."""
 
     def __init__(self, conn):
         self.commands: list[bytes] = []
-        inner = conn.send
+        inner = conn.send_request
 
-        def send(data, waiter=None, flush=True):
+        def send_request(data, pending=None):
             self.commands.append(bytes(data[:5]))
-            return inner(data, waiter, flush)
+            return inner(data, pending)
 
-        conn.send = send
+        conn.send_request = send_request
 
     def count(self, prefix: bytes) -> int:
         return sum(1 for c in self.commands if c.startswith(prefix))

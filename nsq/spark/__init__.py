@@ -1,29 +1,21 @@
-# nsq.spark: a PySpark (4.2+) Python data source named "nsq".
-#
-#   import nsq.spark
-#   nsq.spark.register(spark)
-#   df.write.format("nsq").option("topic", "events").option("nsqd_tcp_addresses", "127.0.0.1:4150").save()
-#   spark.readStream.format("nsq").option("topic", "events").option("channel", "spark") \
-#       .option("nsqd_tcp_addresses", "127.0.0.1:4150").load()
-#
-# Installed with `pip install nsqfast[spark]`. See docs/spark.md.
+"""nsq.spark: a PySpark (4.2+) Python data source named "nsq".
+
+    import nsq.spark
+    nsq.spark.register(spark)
+    df.write.format("nsq").option("topic", "events").option("nsqd_tcp_addresses", "127.0.0.1:4150").save()
+    spark.readStream.format("nsq").option("topic", "events").option("channel", "spark") \\
+        .option("nsqd_tcp_addresses", "127.0.0.1:4150").load()
+
+Installed with ``pip install nsqfast[spark]``. See docs/spark.md.
+
+The modules that need pyspark (``source``, ``sink``, ``datasource``) load
+when one of their names is first used; ``nsq.spark.consumer`` and
+``nsq.spark._options`` import without pyspark.
+"""
 from __future__ import annotations
 
-try:
-    import pyarrow  # noqa: F401
-    from pyspark.sql.datasource import DataSource
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "nsq.spark needs pyspark>=4.2 and pyarrow: pip install 'nsqfast[spark]' (%s)" % (exc,)
-    ) from exc
-
+import importlib
 from typing import Any
-
-from pyspark.sql.types import StructType
-
-from ._options import NsqOptionError
-from .sink import NsqCommitMessage, NsqPublishError, NsqStreamWriter, NsqWriter, SinkConfig
-from .source import SOURCE_SCHEMA, NsqStreamReader, SourceConfig, check_schema
 
 __all__ = [
     "NsqDataSource",
@@ -37,27 +29,43 @@ __all__ = [
     "NsqStreamWriter",
 ]
 
+_WHERE = {
+    "NsqDataSource": "datasource",
+    "SOURCE_SCHEMA": "source",
+    "NsqStreamReader": "source",
+    "SourceConfig": "_options",
+    "check_schema": "source",
+    "NsqOptionError": "_options",
+    "NsqPublishError": "sink",
+    "NsqCommitMessage": "sink",
+    "NsqWriter": "sink",
+    "NsqStreamWriter": "sink",
+    "SinkConfig": "sink",
+}
 
-class NsqDataSource(DataSource):
-    """The ``nsq`` format: a streaming source and a batch/streaming sink."""
 
-    @classmethod
-    def name(cls) -> str:
-        return "nsq"
+def _require_pyspark() -> None:
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark.sql.datasource  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "nsq.spark needs pyspark>=4.2 and pyarrow: pip install 'nsqfast[spark]' (%s)" % (exc,)
+        ) from exc
 
-    def schema(self) -> StructType:
-        return SOURCE_SCHEMA
 
-    def streamReader(self, schema: StructType) -> NsqStreamReader:
-        return NsqStreamReader(SourceConfig.from_options(self.options), check_schema(schema))
-
-    def writer(self, schema: StructType, overwrite: bool) -> NsqWriter:
-        return NsqWriter(SinkConfig.from_options(self.options, schema))
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> NsqStreamWriter:
-        return NsqStreamWriter(SinkConfig.from_options(self.options, schema))
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError("module 'nsq.spark' has no attribute %r" % (name,))
+    if module != "_options":
+        _require_pyspark()
+    return getattr(importlib.import_module("." + module, __name__), name)
 
 
 def register(spark: Any) -> None:
     """Make ``format("nsq")`` available in this SparkSession."""
+    _require_pyspark()
+    from .datasource import NsqDataSource
+
     spark.dataSource.register(NsqDataSource)

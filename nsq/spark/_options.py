@@ -1,16 +1,19 @@
-# Spark hands data source options over as strings (keys case-insensitive):
-# this module turns them into checked Python values, with error messages that
-# name the option, and finds the nsqd to talk to (given, or asked of
-# nsqlookupd). Nothing here imports pyspark.
+"""Spark hands data source options over as strings (keys case-insensitive):
+this module turns them into checked Python values, with error messages that
+name the option (the source's ``SourceConfig`` among them), and finds the
+nsqd to talk to (given, or asked of nsqlookupd). Nothing here imports pyspark.
+"""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import requests
 
 from .. import lookupd
 from ..client import split_host_port
+from ..config import Config
 from ..errors import ConfigError
 from ..names import valid_channel_name, valid_topic_name
 
@@ -127,6 +130,10 @@ def connection_kwargs(opts: Options) -> dict[str, Any]:
     secret = opts.get_str("auth_secret")
     if secret is not None:
         kwargs["auth_secret"] = secret
+    try:
+        Config.from_kwargs(kwargs)  # validated here, where the options are read
+    except ConfigError as exc:
+        raise NsqOptionError(str(exc)) from exc
     return kwargs
 
 
@@ -177,3 +184,66 @@ def discover(
     if not answered:
         raise ConnectionError("no nsqlookupd answered: %s" % "; ".join(errors))
     return sorted(found)
+
+
+DEFAULT_MAX_IN_FLIGHT = 20000
+DEFAULT_MAX_MESSAGES_PER_BATCH = 10000
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    topic: str
+    channel: str
+    nsqd: tuple[tuple[str, int], ...]
+    lookupd: tuple[str, ...]
+    lookupd_timeout: float
+    lookupd_poll_interval: float
+    max_in_flight: int
+    max_messages_per_batch: int
+    max_bytes_per_batch: int | None
+    num_partitions: int
+    msg_timeout: float | None
+    touch_interval: float | None
+    available_now_idle: float
+    max_reconnect_delay: float
+    conn_kwargs: Mapping[str, Any]  # pickled to executors: the Config is built where it is used
+
+    @property
+    def connection(self) -> Config:
+        return Config.from_kwargs(self.conn_kwargs)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "SourceConfig":
+        opts = Options(options)
+        topic = check_topic_option(opts.required("topic", "the nsq topic to read"))
+        channel = check_channel_option(opts.required("channel", "the nsq channel to consume as"))
+        nsqd = nsqd_addresses(opts.get_list("nsqd_tcp_addresses"))
+        lookupd = opts.get_list("lookupd_http_addresses")
+        if not nsqd and not lookupd:
+            raise NsqOptionError("the nsq source needs option 'nsqd_tcp_addresses' or 'lookupd_http_addresses'")
+        max_in_flight = opts.get_int("max_in_flight", DEFAULT_MAX_IN_FLIGHT, minimum=1)
+        max_bytes = opts.get_int("max_bytes_per_batch", 0, minimum=0)
+        msg_timeout_ms = opts.get_int("msg_timeout_ms", 0, minimum=0)
+        touch_ms = opts.get_int("touch_interval_ms", 0, minimum=0)
+        conn_kwargs = connection_kwargs(opts)
+        if msg_timeout_ms:
+            conn_kwargs["msg_timeout"] = msg_timeout_ms / 1000.0
+        return cls(
+            topic=topic,
+            channel=channel,
+            nsqd=tuple(nsqd),
+            lookupd=tuple(lookupd),
+            lookupd_timeout=opts.get_int("lookupd_timeout_ms", 5000, minimum=1) / 1000.0,
+            lookupd_poll_interval=opts.get_int("lookupd_poll_interval_ms", 30000, minimum=100) / 1000.0,
+            max_in_flight=max_in_flight,
+            max_messages_per_batch=opts.get_int(
+                "max_messages_per_batch", min(DEFAULT_MAX_MESSAGES_PER_BATCH, max_in_flight), minimum=1
+            ),
+            max_bytes_per_batch=max_bytes or None,
+            num_partitions=opts.get_int("num_partitions", 2, minimum=1),
+            msg_timeout=msg_timeout_ms / 1000.0 if msg_timeout_ms else None,
+            touch_interval=touch_ms / 1000.0 if touch_ms else None,
+            available_now_idle=opts.get_int("available_now_idle_ms", 2000, minimum=0) / 1000.0,
+            max_reconnect_delay=opts.get_int("max_reconnect_delay_ms", 30000, minimum=100) / 1000.0,
+            conn_kwargs=conn_kwargs,
+        )

@@ -1,9 +1,10 @@
-# The `nsq` sink: every Spark task opens its own connection(s) to nsqd, turns
-# the Arrow record batches it is given into MPUB commands cut by count and by
-# bytes, keeps a few of them in flight per connection, and returns only when
-# nsqd has answered OK to every one. Any error fails the task (and so the job
-# or the micro-batch): delivery is at least once, since Spark may run a task
-# again after some of its MPUBs were accepted.
+"""The `nsq` sink: every Spark task opens its own connection(s) to nsqd, turns
+the Arrow record batches it is given into MPUB commands cut by count and by
+bytes, keeps a few of them in flight per connection, and returns only when
+nsqd has answered OK to every one. Any error fails the task (and so the job
+or the micro-batch): delivery is at least once, since Spark may run a task
+again after some of its MPUBs were accepted.
+"""
 from __future__ import annotations
 
 import bisect
@@ -19,7 +20,10 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from .. import codec
-from ..conn import Connection, Pending
+from msgengine.correlator import Pending
+
+from ..config import Config
+from ..conn import Connection
 from ..errors import Error
 from ..names import valid_topic_name
 from ._options import NsqOptionError, Options, check_topic_option, connection_kwargs, discover, nsqd_addresses
@@ -48,7 +52,11 @@ class SinkConfig:
     nsqd: tuple[tuple[str, int], ...]
     lookupd: tuple[str, ...]
     lookupd_timeout: float
-    conn_kwargs: Mapping[str, Any]
+    conn_kwargs: Mapping[str, Any]  # pickled to executors: the Config is built where it is used
+
+    @property
+    def connection(self) -> Config:
+        return Config.from_kwargs(self.conn_kwargs)
     mpub_max_count: int
     mpub_max_bytes: int
     pipeline: int
@@ -131,7 +139,7 @@ class _Link:
         while len(self.outstanding) >= self.depth:
             self.wait_oldest()
         waiter = Pending(event=threading.Event())
-        self.conn.send(data, waiter)
+        self.conn.send_request(data, waiter)
         self.outstanding.append((waiter, count))
 
     def wait_oldest(self) -> None:
@@ -181,7 +189,7 @@ class Publisher:
         cfg = self.config
         try:
             for host, port in self.targets():
-                conn = Connection(host, port, **cfg.conn_kwargs)
+                conn = Connection(host, port, cfg.connection)
                 self.links.append(_Link(conn, cfg.pipeline, cfg.publish_timeout))
                 conn.connect()
         except BaseException:

@@ -1,0 +1,358 @@
+"""A subscription: connections to every nsqd that has one topic, each
+subscribed to one channel, kept alive, with RDY spread over them.
+
+``Subscription`` is what the Reader and the Spark source share. It owns the
+connections (``conns``, keyed by connection id), their lifecycle through a
+``msgengine.supervisor.Supervisor`` (direct nsqd addresses kept with
+reconnects, nsqlookupd polled for more), and flow control through
+``nsq.rdy.RdyManager``: RDY on connect, growth as messages arrive, refresh
+as they are answered, rotation, pynsq's backoff, the periodic redistribution
+tick, and ``set_max_in_flight``. What happens to messages is its owner's:
+each read's messages go to ``sink(conn, messages)``; answers come back
+through the connection (``Message.finish()`` and friends) and are counted
+here.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Callable, Iterable
+
+from msgengine.supervisor import Supervisor
+
+from . import lookupd
+from .config import Config
+from .conn import Connection
+from .errors import ConfigError, Error
+from .message import Message
+from .rdy import RdyManager
+
+logger = logging.getLogger(__name__)
+
+Target = tuple[str, int, int]  # host, port, slot (several connections to one nsqd: slots 1, 2, ...)
+MessageSink = Callable[[Connection, list[Message]], None]
+
+
+class Subscription:
+    """topic/channel on every nsqd found; see the module docstring.
+
+    ``connections_per_nsqd`` is 1 as in pynsq; 0 opens as many connections to
+    each nsqd as it takes for max_in_flight to fit under nsqd's max_rdy_count
+    (the Spark source's choice). ``keep_discovered`` keeps nsqd found through
+    nsqlookupd connected between polls (pynsq connects to them once per poll).
+    ``poll_round()`` replaces a discovery round (the Reader calls its
+    overridable ``query_lookupd`` there); ``before_tick()`` runs at each
+    redistribution tick; ``on_answered(kind, count)`` counts "finished" and
+    "requeued" answers; ``on_lost(conn)`` hears of each connection that closed.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        channel: str,
+        config: Config,
+        sink: MessageSink,
+        *,
+        name: str,
+        nsqd: Iterable[tuple[str, int]] = (),
+        lookupd_http_addresses: Iterable[str] = (),
+        max_in_flight: int = 1,
+        low_rdy_idle_timeout: float = 10,
+        max_backoff_duration: float = 128,
+        max_reconnect_delay: float = 60,
+        lookupd_poll_interval: float | Callable[[], float] = 60,
+        lookupd_poll_jitter: float = 0.3,
+        lookupd_connect_timeout: float = 1,
+        lookupd_request_timeout: float = 2,
+        connections_per_nsqd: int = 1,
+        keep_discovered: bool = False,
+        on_heartbeat: Callable[[Connection], None] | None = None,
+        on_answered: Callable[[str, int], None] | None = None,
+        on_lost: Callable[[Connection], None] | None = None,
+        poll_round: Callable[[], Any] | None = None,
+        before_tick: Callable[[], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.channel = channel
+        self.config = config
+        self.backend = config.backend
+        self.name = name
+        self.nsqd = [(host, port) for host, port in nsqd]
+        self.lookupd_http_addresses = list(lookupd_http_addresses)
+        self.low_rdy_idle_timeout = low_rdy_idle_timeout
+        self.lookupd_poll_interval = lookupd_poll_interval
+        self.lookupd_poll_jitter = lookupd_poll_jitter
+        self.lookupd_connect_timeout = lookupd_connect_timeout
+        self.lookupd_request_timeout = lookupd_request_timeout
+        self.connections_per_nsqd = connections_per_nsqd
+        self.keep_discovered = keep_discovered
+        self._sink = sink
+        self._on_heartbeat = on_heartbeat
+        self._on_answered = on_answered
+        self._on_lost = on_lost
+        self._poll_round = poll_round
+        self._before_tick = before_tick
+        self.conns: dict[str, Connection] = {}
+        #: why the last attempt to each nsqd failed (until one succeeds)
+        self.connect_errors: dict[str, BaseException] = {}
+        self.rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
+        self._lock = self.backend.lock()
+        self._connecting: set[str] = set()
+        self._stopped = False
+        self._supervisor = Supervisor(self.backend, name, self._connect_target, max_reconnect_delay=max_reconnect_delay)
+        self._ticker: Any = None
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self, connect_now: bool = False) -> None:
+        """Connect to the direct nsqd (kept alive), poll nsqlookupd, start
+        the redistribution tick. With connect_now, the first attempt to each
+        direct nsqd is made before this returns."""
+        for host, port in self.nsqd:
+            self._supervisor.keep((host, port, 0), now=connect_now)
+        if self.lookupd_http_addresses:
+            self._supervisor.poll(self._poll, self.lookupd_poll_interval, jitter=self.lookupd_poll_jitter)
+        interval = min(5.0, max(0.05, self.low_rdy_idle_timeout / 2))
+        self._ticker = self.backend.call_every(interval, self.backend.spawn, self._tick)
+
+    def stop(self) -> list[Connection]:
+        """No more connecting, polling or ticks; returns the open connections
+        (the owner closes them its own way)."""
+        self._stopped = True
+        self._supervisor.close()
+        self._stop_ticker()
+        with self._lock:
+            return list(self.conns.values())
+
+    def _stop_ticker(self) -> None:
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+
+    def forget_after_fork(self) -> list[Connection]:
+        """In a forked child: stop for good; returns the parent's connections
+        (the caller drops them without a word to nsqd)."""
+        self._stopped = True
+        self._supervisor.forget_after_fork()
+        self._ticker = None  # the parent's timer: gone with its thread, or harmless (it checks _stopped)
+        self._lock = self.backend.lock()
+        conns = list(self.conns.values())
+        self.conns = {}
+        return conns
+
+    # -- connections --------------------------------------------------------------
+
+    def _connect_target(self, target: Target) -> Connection | None:
+        return self.connect(target[0], target[1], target[2])
+
+    def connect(self, host: str, port: int, slot: int = 0) -> Connection | None:
+        """Connect and subscribe to one nsqd; returns the connection, or None
+        when it is already connected or the attempt failed (logged)."""
+        if not isinstance(host, str) or isinstance(port, bool) or not isinstance(port, int):
+            raise ConfigError("connect_to_nsqd needs a host string and an int port")
+        key = "%s:%d" % (host, port) if not slot else "%s:%d#%d" % (host, port, slot)
+        with self._lock:
+            if key in self.conns or key in self._connecting or self._stopped:
+                return None
+            self._connecting.add(key)
+        try:
+            return self._open(host, port, slot, key)
+        finally:
+            with self._lock:
+                self._connecting.discard(key)
+
+    def _open(self, host: str, port: int, slot: int, key: str) -> Connection | None:
+        conn = Connection(host, port, self.config, key=key)
+        conn.message_sink = self._on_messages
+        conn.response_listener = self._on_response
+        if self._on_heartbeat is not None:
+            conn.on("heartbeat", self._on_heartbeat)
+        try:
+            conn.connect()
+            conn.subscribe(self.topic, self.channel)
+        except Exception as exc:
+            conn.close()
+            self.connect_errors[key] = exc
+            logger.warning("[%s] cannot connect to nsqd %s: %s", self.name, key, exc)
+            return None
+        self.connect_errors.pop(key, None)
+        if self.connections_per_nsqd == 1 and conn.max_rdy_count < self.max_in_flight:
+            logger.warning(
+                "[%s] nsqd %s max_rdy_count %d is below max_in_flight %d",
+                self.name, key, conn.max_rdy_count, self.max_in_flight,
+            )
+        with self._lock:
+            if self._stopped:
+                conn.close()
+                return None
+            self.conns[key] = conn
+            self._send_rdy(self.rdy.add_link(conn.credit))
+        conn.flush()
+        conn.on("close", self._on_close)
+        if conn.closed():
+            self._on_close(conn)
+        logger.info("[%s] connected to nsqd %s", self.name, key)
+        if slot == 0:
+            for extra in range(1, self._connections_wanted(conn)):
+                self._supervisor.keep((host, port, extra))
+        return conn
+
+    def _connections_wanted(self, conn: Connection) -> int:
+        if self.connections_per_nsqd:
+            return self.connections_per_nsqd
+        return max(1, math.ceil(self.max_in_flight / max(conn.max_rdy_count, 1)))
+
+    def _on_close(self, conn: Connection) -> None:
+        with self._lock:
+            key = conn.credit.key
+            if self.conns.get(key) is not conn:
+                return
+            del self.conns[key]
+            self._send_rdy(self.rdy.remove_conn(key))
+        self.flush_all()
+        if self._on_lost is not None:
+            self._on_lost(conn)
+        if not self._stopped:
+            logger.warning("[%s] lost nsqd %s: %s", self.name, key, conn.close_error)
+
+    def is_connected(self) -> bool:
+        with self._lock:
+            return any(conn.is_connected() for conn in self.conns.values())
+
+    # -- discovery ------------------------------------------------------------------
+
+    def discover(self) -> list[tuple[str, int]]:
+        """Every nsqd that some nsqlookupd lists for the topic (all asked at once)."""
+        results: list[list[tuple[str, int]]] = []
+
+        def ask(address: str) -> None:
+            try:
+                results.append(
+                    self.backend.run_blocking(
+                        lookupd.query, address, self.topic, self.lookupd_connect_timeout, self.lookupd_request_timeout
+                    )
+                )
+            except Exception as exc:
+                logger.warning("[%s] lookupd %s failed: %s", self.name, address, exc)
+
+        tasks = [self.backend.spawn(ask, address) for address in self.lookupd_http_addresses]
+        for task in tasks:
+            task.join()
+        return sorted({p for found in results for p in found})
+
+    def query_lookupd(self) -> list[tuple[str, int]]:
+        """One discovery round: connect to the nsqd found; returns them."""
+        producers = self.discover()
+        for host, port in producers:
+            if self.keep_discovered:
+                self._supervisor.keep((host, port, 0))
+            else:
+                self._supervisor.try_once((host, port, 0))
+        return producers
+
+    def _poll(self) -> tuple:
+        if self._poll_round is not None:
+            self._poll_round()
+        else:
+            self.query_lookupd()
+        return ()  # (the round connected to what it found)
+
+    # -- RDY --------------------------------------------------------------------------
+
+    @property
+    def max_in_flight(self) -> int:
+        return self.rdy.max_in_flight
+
+    def _send_rdy(self, actions: list[tuple[Any, int]]) -> None:
+        """Queue RDY commands (the caller holds self._lock and flushes later)."""
+        for key, count in actions:
+            conn = self.conns.get(key)
+            if conn is None:
+                continue
+            try:
+                conn.send_rdy(count, flush=False)
+            except Error as exc:
+                logger.warning("[%s] cannot send RDY %d to %s: %s", self.name, count, key, exc)
+
+    def flush_all(self) -> None:
+        for conn in list(self.conns.values()):
+            conn.flush()
+
+    def _tick(self) -> None:
+        """The periodic tick: the owner's hook, then RDY moved off idle connections."""
+        if self._stopped:
+            return
+        try:
+            if self._before_tick is not None:
+                self._before_tick()
+            with self._lock:
+                self._send_rdy(self.rdy.redistribute())
+            self.flush_all()
+        except Exception:  # the next tick must still come
+            logger.exception("[%s] RDY redistribution failed", self.name)
+
+    def _end_backoff_block(self) -> None:
+        if self._stopped:
+            return
+        with self._lock:
+            self._send_rdy(self.rdy.end_backoff_block())
+        self.flush_all()
+
+    def is_starved(self) -> bool:
+        return self.rdy.is_starved()
+
+    def set_max_in_flight(self, max_in_flight: int) -> None:
+        with self._lock:
+            self._send_rdy(self.rdy.set_max_in_flight(max_in_flight))
+        self.flush_all()
+
+    def pause_rdy(self) -> None:
+        """RDY 0 everywhere now (closing), without changing max_in_flight."""
+        for conn in list(self.conns.values()):
+            try:
+                conn.send_rdy(0)
+            except Error:
+                pass
+
+    def per_connection(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {key: {"rdy": link.rdy, "in_flight": link.in_flight} for key, link in self.rdy.conns.items()}
+
+    # -- messages ---------------------------------------------------------------------
+
+    def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
+        """A connection's reader task, with the messages of one read."""
+        with self._lock:
+            actions = self.rdy.on_messages(conn.credit.key, len(messages))
+            if actions:
+                self._send_rdy(actions)
+        if actions:
+            conn.flush()
+        self._sink(conn, messages)
+
+    def _on_response(self, conn: Connection, message: Message, success: bool | None) -> None:
+        if self._on_answered is not None:
+            self._on_answered("finished" if success else "requeued", 1)
+        with self._lock:
+            actions, delay = self.rdy.on_response(conn.credit.key, success)
+            if actions:
+                self._send_rdy(actions)
+        self._after_rdy_change(conn, actions, delay)
+
+    def finish_many(self, conn: Connection, message_ids: list[bytes]) -> None:
+        """FIN messages the owner marked finished, in one write, and count them."""
+        conn.finish_many(message_ids)
+        if self._on_answered is not None:
+            self._on_answered("finished", len(message_ids))
+        with self._lock:
+            actions, delay = self.rdy.on_finished(conn.credit.key, len(message_ids))
+            if actions:
+                self._send_rdy(actions)
+        self._after_rdy_change(conn, actions, delay)
+
+    def _after_rdy_change(self, conn: Connection, actions: list, delay: float | None) -> None:
+        if actions and not conn.answers_held():
+            self.flush_all()
+        if delay:
+            logger.info("[%s] backing off for %.3fs", self.name, delay)
+            self.backend.call_later(delay, self.backend.spawn, self._end_backoff_block)
