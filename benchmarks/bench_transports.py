@@ -22,7 +22,7 @@ from certs import make_pki  # noqa: E402
 from servers import Nsqd, free_port  # noqa: E402
 
 import nsq  # noqa: E402
-from nsq.runtime import get_backend  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
 
 N = int(os.environ.get("N", 100000))
 MODES = sys.argv[1:] or ["plain", "snappy", "deflate", "tls", "tls+snappy", "tls+deflate"]

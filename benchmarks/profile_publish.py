@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 import nsq  # noqa: E402
-from nsq.runtime import get_backend  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
 from servers import Nsqd  # noqa: E402
 
 

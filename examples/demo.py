@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # the real-server launcher shared with the tests
 
 import nsq  # noqa: E402
-from nsq.runtime import get_backend  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
 from servers import Nsqd, Nsqlookupd  # noqa: E402
 
 BODY = b"x" * 100

@@ -16,9 +16,7 @@ The protocol object is not thread-safe; every call into it is made under
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Protocol
-
-from contextlib import contextmanager
+from typing import Any, Callable, Protocol
 
 from .errors import StreamClosedError
 from .runtime import Backend, monotonic
@@ -102,6 +100,8 @@ class Driver:
                 with lock:
                     events = receive(data)
                 if events:
+                    if self.protocol.flush_due():  # what the protocol owes at once (a heartbeat's NOP)
+                        self.flush()
                     handle(events)
                     if self.protocol.flush_due():
                         self.flush()
@@ -118,18 +118,26 @@ class Driver:
 
     # -- writing --------------------------------------------------------------
 
-    @contextmanager
-    def locked(self) -> Iterator[Any]:
-        """The protocol object, for queuing commands; a write follows when the
-        protocol says one is due (see flush)."""
+    def command(self, queue: Callable[..., Any], *args: Any) -> None:
+        """Queue a command: ``queue(*args)`` (a method of the protocol object)
+        runs under the lock, and when the protocol says a write is due and no
+        other task is writing, this task writes, claiming the write in the same
+        critical section (one lock round trip per command)."""
+        self.backend.check_context("Driver.command")
         with self.lock:
-            yield self.protocol
+            queue(*args)
+            if self._writing or self._is_closed or not self.protocol.flush_due():
+                return
+            data = self.protocol.data_to_send()
+            self._writing = True
+        self._write(data)
 
     def flush(self) -> None:
         """Write what the protocol object has queued, unless another task is
         writing (it takes our bytes along). A failed write closes the
         connection: waiters get the error and close listeners hear of it,
         so the caller of a flush is not told again."""
+        self.backend.check_context("Driver.flush")
         with self.lock:
             if self._writing or self._is_closed:
                 return
@@ -183,7 +191,10 @@ class Driver:
         for pending in waiting:
             pending.resolve(self, closed)
         self._closed_event.set()
-        self.on_closed()
+        try:
+            self.on_closed()
+        except Exception:
+            logger.exception("[%s] close hook raised", self.name)
         for listener in self._close_listeners:
             try:
                 listener(self)
@@ -235,8 +246,16 @@ class Driver:
             except Exception:  # a timer of the parent's scheduler
                 pass
 
-    def reset_closed_event(self, closed: bool) -> None:
-        """A fresh closed event (after a fork, where the old one may be unusable)."""
+    def has_closed(self) -> bool:
+        """close_now() has run to its end (waiters failed, listeners told)."""
+        return self._closed_event.is_set()
+
+    def set_closed_event(self) -> None:
+        """Wake whoever waits in wait_closed() (after a fork where tasks survived)."""
+        self._closed_event.set()
+
+    def reset_closed_event(self) -> None:
+        """A fresh, set closed event (after a fork where the old one's lock may
+        have been held by a thread that does not exist in the child)."""
         self._closed_event = self.backend.event()
-        if closed:
-            self._closed_event.set()
+        self._closed_event.set()

@@ -121,6 +121,8 @@ class Supervisor:
     def _poll_round(
         self, discover: Callable[[], Iterable[Target]], interval: Any, jitter: float, keep_found: bool
     ) -> None:
+        if self._closed:
+            return
         try:
             for target in discover():
                 (self.keep if keep_found else self.try_once)(target)
@@ -144,17 +146,18 @@ class Supervisor:
             logger.warning("[%s] cannot connect to %s: %s", self.name, target, exc)
         finally:
             with self._lock:
+                # the attempt ends and its link (if any) counts in one step: no second attempt in between
                 self._attempting.discard(target)
+                closed = self._closed
+                if link is not None:
+                    self._failures.pop(target, None)
+                    if not closed:
+                        self._links[target] = link
+                else:
+                    failures = self._failures[target] = self._failures.get(target, 0) + 1
         if link is None:
-            with self._lock:
-                failures = self._failures[target] = self._failures.get(target, 0) + 1
             self._retry(target, reconnect_delay(failures, self._max_delay))
             return
-        with self._lock:
-            self._failures.pop(target, None)
-            closed = self._closed
-            if not closed:
-                self._links[target] = link
         if closed:
             link.close()
             return
@@ -206,9 +209,15 @@ class Supervisor:
         return links
 
     def forget_after_fork(self) -> None:
-        """In a forked child: the links are the parent's; start over empty and closed."""
+        """In a forked child: the links are the parent's; start over empty and
+        closed, with the timers cancelled (gevent's survive a fork)."""
         self._lock = self.backend.lock()
         self._closed = True
+        for timer in list(self._timers.values()) + ([self._poll_timer] if self._poll_timer is not None else []):
+            try:
+                timer.cancel()
+            except Exception:  # a timer of the parent's scheduler thread: already gone
+                pass
         self._links = {}
         self._timers = {}
         self._attempting = set()

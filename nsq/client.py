@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import Config, InvalidKeywordArgumentError  # noqa: F401 - re-exported
-from .errors import ConfigError
-from msgengine.backoff import reconnect_delay  # noqa: F401 - used as client.reconnect_delay
 from msgengine.runtime import ProcessLock
+
+from .config import Config, InvalidKeywordArgumentError  # noqa: F401 - re-exported (its old home)
+from .errors import ConfigError
+
 
 def make_config(conn_kwargs: dict[str, Any]) -> Config:
     """The one Config a Reader's or Writer's connections share, from its

@@ -50,7 +50,7 @@ class Config:
     """Everything a connection to nsqd needs, under pynsq's names and defaults
     (see ``nsq.conn.Connection`` for what each one does)."""
 
-    timeout: float = 1.0
+    timeout: float | None = 1.0
     heartbeat_interval: float | None = 30
     requeue_delay: float = 90
     tls_v1: bool = False
@@ -95,7 +95,8 @@ class Config:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError("%s must be a non-negative number of seconds, not %r" % (name, value))
-        _number("timeout", self.timeout, positive=True)
+        if self.timeout is not None:  # None: connect and handshake without a time limit
+            _number("timeout", self.timeout, positive=True)
         _int("max_frame_size", self.max_frame_size, 8)
         _int("read_size", self.read_size, 1)
         try:
@@ -167,6 +168,8 @@ class Config:
 
 #: The connection keywords Reader, Writer and Connection accept.
 KEYWORDS = frozenset(f.name for f in dataclasses.fields(Config) if f.init)
+#: pynsq's AsyncConn takes its settings by position too, in this order.
+POSITIONAL = tuple(f.name for f in dataclasses.fields(Config) if f.init)
 
 
 # -- the Reader's and Writer's own settings ----------------------------------

@@ -24,7 +24,7 @@ from msgengine.runtime import on_fork_in_child
 from msgengine.transport import DeflateStream, PlainStream, SnappyStream, TLSStream
 
 from . import codec, events
-from .config import DEFAULT_USER_AGENT, Config
+from .config import DEFAULT_USER_AGENT, POSITIONAL, Config
 from .errors import (
     ConfigError,
     ConnectionClosedError,
@@ -80,10 +80,19 @@ class Connection(Driver, events.EventedMixin):
     closed_error = ConnectionClosedError
 
     def __init__(
-        self, host: str, port: int, config: Config | None = None, *, key: str | None = None, **settings: Any
+        self, host: str, port: int, *args: Any, config: Config | None = None, key: str | None = None, **settings: Any
     ) -> None:
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise ConfigError("port must be an int from 1 to 65535, not %r" % (port,))
+        if len(args) == 1 and isinstance(args[0], Config) and config is None:
+            config = args[0]
+        elif args:  # pynsq's positional order: timeout, heartbeat_interval, requeue_delay, ...
+            if len(args) > len(POSITIONAL):
+                raise TypeError("Connection takes at most %d positional settings" % len(POSITIONAL))
+            for name, value in zip(POSITIONAL, args):
+                if name in settings:
+                    raise TypeError("Connection got %r both by position and by keyword" % (name,))
+                settings[name] = value
         if config is None:
             config = Config.from_kwargs(settings)
         elif settings:
@@ -216,7 +225,11 @@ class Connection(Driver, events.EventedMixin):
         # under gevent a timeout costs a timer object per blocking read.
         self.stream.settimeout(None)
         if early:
-            self.handle_events(early)
+            try:
+                self.handle_events(early)
+            except BaseException as exc:
+                self.close_now(exc)
+                raise
         self.start_io(config.read_timeout)
         self.trigger(events.CONNECT, conn=self)
 
@@ -301,9 +314,7 @@ class Connection(Driver, events.EventedMixin):
         it; ``pending`` is resolved with the answer (bytes or an nsq.Error).
         Raises ConnectionClosedError when the connection is not open."""
         self.backend.check_context("Connection.send_request")
-        with self.lock:
-            self.protocol.send_request(data, pending)
-        self.flush()
+        self.command(self.protocol.send_request, data, pending)
 
     def send(self, data: bytes, waiter: Pending | None = None, flush: bool = True) -> None:
         """pynsq's ``send``: queue raw command bytes; with a waiter, nsqd's
@@ -321,7 +332,7 @@ class Connection(Driver, events.EventedMixin):
         """Send a command that nsqd answers and block for the answer."""
         pending = Pending(event=self.backend.event())
         self.send_request(data, pending)
-        if not pending.event.wait(timeout if timeout is not None else self.config.timeout * 10):
+        if not pending.event.wait(timeout if timeout is not None else (self.config.timeout or 1.0) * 10):
             raise ConnectionClosedError("no answer from nsqd %s in time" % (self.id,))
         if isinstance(pending.result, BaseException):
             raise pending.result
@@ -329,10 +340,8 @@ class Connection(Driver, events.EventedMixin):
 
     def subscribe(self, topic: str, channel: str) -> None:
         pending = Pending(event=self.backend.event())
-        with self.lock:
-            self.protocol.subscribe(topic, channel, pending)
-        self.flush()
-        if not pending.event.wait(self.config.timeout * 10):
+        self.command(self.protocol.subscribe, topic, channel, pending)
+        if not pending.event.wait((self.config.timeout or 1.0) * 10):
             raise ConnectionClosedError("no answer to SUB from nsqd %s in time" % (self.id,))
         if isinstance(pending.result, BaseException):
             raise pending.result
@@ -370,15 +379,27 @@ class Connection(Driver, events.EventedMixin):
     def answers_held(self) -> bool:
         return self.protocol.answers_held()
 
-    def _answer(self, queue: Callable[[NsqProtocol], None], message: Message, success: bool | None) -> None:
+    @property
+    def batching(self) -> bool:
+        """The earlier spelling of hold_answers()/release_answers(), as a flag."""
+        return self.protocol.answers_held()
+
+    @batching.setter
+    def batching(self, value: bool) -> None:
+        if value and not self.protocol.answers_held():
+            self.hold_answers()
+        elif not value and self.protocol.answers_held():
+            self.release_answers()
+
+    def _answer(self, queue: Callable[[], None], message: Message, success: bool | None) -> None:
         if not self.backend.in_backend_context():
             self.backend.call_threadsafe(self._answer, queue, message, success)
             return
         try:
-            with self.lock:
-                queue(self.protocol)
-            self.write_due()
+            self.command(queue)
         except ConnectionClosedError:
+            with self.lock:
+                self.protocol.message_lost(1)
             logger.warning("[%s] cannot answer message %r: connection closed; nsqd will redeliver it", self.id, message.id)
         listener = self.response_listener
         if listener is not None:
@@ -387,31 +408,27 @@ class Connection(Driver, events.EventedMixin):
     def finish_message(self, message: Message) -> None:
         """FIN one message (Message.finish() calls this)."""
         message_id = message.id
-        self._answer(lambda protocol: protocol.fin(message_id), message, True)
+        self._answer(lambda: self.protocol.fin(message_id), message, True)
 
     def requeue_message(self, message: Message, delay: float, backoff: bool) -> None:
         """REQ one message (Message.requeue() calls this)."""
         delay_ms = self.requeue_delay_ms(message, delay)
         message_id = message.id
-        self._answer(lambda protocol: protocol.req(message_id, delay_ms), message, False if backoff else None)
+        self._answer(lambda: self.protocol.req(message_id, delay_ms), message, False if backoff else None)
 
     def touch_message(self, message: Message) -> None:
         """TOUCH one message (Message.touch() calls this)."""
         if not self.backend.in_backend_context():
             self.backend.call_threadsafe(self.touch_message, message)
             return
-        with self.lock:
-            self.protocol.touch(message.id)
-        self.write_due()
+        self.command(self.protocol.touch, message.id)
         self.trigger(events.TOUCH, conn=self, message=message)
 
     def finish_many(self, message_ids: list[bytes]) -> None:
         """FIN several messages in one write (the caller marks them finished
         and does its own bookkeeping)."""
         try:
-            with self.lock:
-                self.protocol.fin_many(message_ids)
-            self.write_due()
+            self.command(self.protocol.fin_many, message_ids)
         except ConnectionClosedError:
             with self.lock:
                 self.protocol.message_lost(len(message_ids))
@@ -463,7 +480,7 @@ class Connection(Driver, events.EventedMixin):
         """In a forked child: the socket is the parent's. Drop this process's
         descriptor without writing a byte or shutting the connection down,
         and fail whatever waited on it here (never the parent's waiters)."""
-        if self.stream is None and self.wait_closed(0):
+        if self.stream is None and self.has_closed():
             return
         self.stop_io_after_fork()
         error = self.close_error
@@ -472,11 +489,11 @@ class Connection(Driver, events.EventedMixin):
             # greenlets survive the fork: wake those that wait here with the error
             for pending in waiting:
                 pending.resolve(self, error)
-            self.reset_closed_event(closed=True)
+            self.set_closed_event()
             self.trigger(events.CLOSE, conn=self)
         else:
             # the threads that waited do not exist in the child
-            self.reset_closed_event(closed=True)
+            self.reset_closed_event()
 
 
 AsyncConn = Connection

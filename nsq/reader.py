@@ -11,6 +11,9 @@ import logging
 import os
 from typing import Any, Callable, Iterable
 
+from msgengine.errors import EngineError
+from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
+
 from . import client, loops
 from .conn import Connection
 from .config import check_reader_settings
@@ -18,7 +21,6 @@ from .errors import ConfigError, Error, ForkedError
 from .message import Message
 from .names import check_channel, check_topic
 from .subscription import Subscription
-from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +110,7 @@ class Reader(metaclass=client.ClientMeta):
         self.backend = self.config.backend
         self.conn_kwargs = conn_kwargs
         # The program's event loop, if it has one: user code is called there.
-        self._bridge = loops.program_loop(conn_kwargs.get("io_loop"), self.backend)
+        self._bridge = loops.program_loop(self.config.io_loop, self.backend)
         self._disabled_by_hook = False
         self._max_in_flight_before_disabled = max_in_flight
 
@@ -130,7 +132,8 @@ class Reader(metaclass=client.ClientMeta):
             lookupd_request_timeout=lookupd_request_timeout,
             on_heartbeat=self._on_heartbeat,
             on_answered=self._count,
-            poll_round=lambda: self.query_lookupd(),  # overridable, as in pynsq
+            poll_round=lambda: self.query_lookupd(),  # both overridable, as in pynsq
+            connect=lambda host, port: self.connect_to_nsqd(host, port),
             before_tick=self._apply_disabled,
         )
         self._make_primitives()
@@ -290,7 +293,7 @@ class Reader(metaclass=client.ClientMeta):
                 for _ in range(self.concurrency):
                     self._queue.put(_STOP)
                 self._closed.set()
-            except Error:  # forked from a thread other than the hub's: no greenlet runs here
+            except (Error, EngineError):  # forked from a thread other than the hub's: no greenlet runs here
                 pass
         else:
             self._make_primitives()  # held by threads that do not exist here, maybe

@@ -15,8 +15,9 @@ import signal
 import threading
 from typing import Any, Callable
 
-from . import client, loops
 from msgengine.runtime import get_backend
+
+from . import client, loops
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The NSQ protocol of one connection, without I/O (in the manner of h11).
 
 ``NsqProtocol`` takes the bytes nsqd sent (``receive_data``) and returns
-events; commands (``publish``, ``fin``, ``rdy``, ...) put bytes into its
+events; commands (``send_request``, ``fin``, ``send_rdy``, ...) put bytes into its
 outgoing buffer, which its driver takes with ``data_to_send()``. It owns:
 
 - the handshake states: magic and IDENTIFY, feature negotiation, the two
@@ -11,8 +11,9 @@ outgoing buffer, which its driver takes with ``data_to_send()``. It owns:
   them (``msgengine.correlator``);
 - the connection's RDY and in-flight counts, the one copy (``credit``, a
   ``nsq.rdy.RdyCount`` that the Reader's flow control reads);
-- the flush policy: answers (FIN/REQ/TOUCH/RDY) may wait in the buffer while
-  a batch of handler calls runs (``hold_answers``); requests never wait.
+- the flush policy: answers (FIN/REQ/RDY) may wait in the buffer while a
+  batch of handler calls runs (``hold_answers``); requests, TOUCH and the
+  NOP that answers a heartbeat never wait.
 
 It touches no socket, clock or thread and is not thread-safe: its driver
 (``nsq.conn.Connection``) serializes calls into it.
@@ -562,8 +563,10 @@ class NsqProtocol:
         self._answered(1)
 
     def touch(self, message_id: bytes) -> None:
+        """Queue TOUCH: not held back by a batch (the handler asked for time now)."""
         self._check_open()
         self._out.append(codec.encode_touch(message_id))
+        self._urgent = True
 
     def message_lost(self, count: int = 1) -> None:
         """Messages that will not be answered on this connection (it is closing)."""

@@ -41,7 +41,10 @@ class Subscription:
     (the Spark source's choice). ``keep_discovered`` keeps nsqd found through
     nsqlookupd connected between polls (pynsq connects to them once per poll).
     ``poll_round()`` replaces a discovery round (the Reader calls its
-    overridable ``query_lookupd`` there); ``before_tick()`` runs at each
+    overridable ``query_lookupd`` there) and ``connect(host, port)`` the
+    first connection to each nsqd (its ``connect_to_nsqd``); with
+    ``max_in_flight_per_nsqd``, max_in_flight is each nsqd's budget (the Spark
+    source's meaning) rather than the whole subscription's. ``before_tick()`` runs at each
     redistribution tick; ``on_answered(kind, count)`` counts "finished" and
     "requeued" answers; ``on_lost(conn)`` hears of each connection that closed.
     """
@@ -71,6 +74,8 @@ class Subscription:
         on_lost: Callable[[Connection], None] | None = None,
         poll_round: Callable[[], Any] | None = None,
         before_tick: Callable[[], None] | None = None,
+        connect: Callable[[str, int], Connection | None] | None = None,
+        max_in_flight_per_nsqd: bool = False,
     ) -> None:
         self.topic = topic
         self.channel = channel
@@ -92,6 +97,9 @@ class Subscription:
         self._on_lost = on_lost
         self._poll_round = poll_round
         self._before_tick = before_tick
+        self._connect_hook = connect
+        self._budget_per_nsqd = max_in_flight if max_in_flight_per_nsqd else None
+        self._ticking = False
         self.conns: dict[str, Connection] = {}
         #: why the last attempt to each nsqd failed (until one succeeds)
         self.connect_errors: dict[str, BaseException] = {}
@@ -134,7 +142,10 @@ class Subscription:
         (the caller drops them without a word to nsqd)."""
         self._stopped = True
         self._supervisor.forget_after_fork()
-        self._ticker = None  # the parent's timer: gone with its thread, or harmless (it checks _stopped)
+        try:
+            self._stop_ticker()  # gevent's timers survive a fork
+        except Exception:  # the parent's scheduler thread: gone, and its timers with it
+            self._ticker = None
         self._lock = self.backend.lock()
         conns = list(self.conns.values())
         self.conns = {}
@@ -143,7 +154,10 @@ class Subscription:
     # -- connections --------------------------------------------------------------
 
     def _connect_target(self, target: Target) -> Connection | None:
-        return self.connect(target[0], target[1], target[2])
+        host, port, slot = target
+        if slot == 0 and self._connect_hook is not None:
+            return self._connect_hook(host, port)
+        return self.connect(host, port, slot)
 
     def connect(self, host: str, port: int, slot: int = 0) -> Connection | None:
         """Connect and subscribe to one nsqd; returns the connection, or None
@@ -186,6 +200,7 @@ class Subscription:
                 conn.close()
                 return None
             self.conns[key] = conn
+            self._send_rdy(self._rebudget())
             self._send_rdy(self.rdy.add_link(conn.credit))
         conn.flush()
         conn.on("close", self._on_close)
@@ -197,10 +212,23 @@ class Subscription:
                 self._supervisor.keep((host, port, extra))
         return conn
 
+    def _rebudget(self) -> list:
+        """With a budget per nsqd: max_in_flight follows the number of nsqd
+        connected (the caller holds the lock)."""
+        per_nsqd = self._budget_per_nsqd
+        if per_nsqd is None or not self.rdy.max_in_flight:
+            return []
+        nsqd = len({(conn.host, conn.port) for conn in self.conns.values()})
+        wanted = per_nsqd * max(nsqd, 1)
+        if wanted == self.rdy.max_in_flight:
+            return []
+        return self.rdy.set_max_in_flight(wanted)
+
     def _connections_wanted(self, conn: Connection) -> int:
         if self.connections_per_nsqd:
             return self.connections_per_nsqd
-        return max(1, math.ceil(self.max_in_flight / max(conn.max_rdy_count, 1)))
+        budget = self._budget_per_nsqd or self.max_in_flight
+        return max(1, math.ceil(budget / max(conn.max_rdy_count, 1)))
 
     def _on_close(self, conn: Connection) -> None:
         with self._lock:
@@ -209,6 +237,7 @@ class Subscription:
                 return
             del self.conns[key]
             self._send_rdy(self.rdy.remove_conn(key))
+            self._send_rdy(self._rebudget())
         self.flush_all()
         if self._on_lost is not None:
             self._on_lost(conn)
@@ -267,7 +296,7 @@ class Subscription:
         """Queue RDY commands (the caller holds self._lock and flushes later)."""
         for key, count in actions:
             conn = self.conns.get(key)
-            if conn is None:
+            if conn is None or (count and self._stopped):  # closing: RDY only goes down
                 continue
             try:
                 conn.send_rdy(count, flush=False)
@@ -280,8 +309,10 @@ class Subscription:
 
     def _tick(self) -> None:
         """The periodic tick: the owner's hook, then RDY moved off idle connections."""
-        if self._stopped:
-            return
+        with self._lock:
+            if self._stopped or self._ticking:  # a slow tick (a slow disabled() hook): the next one waits
+                return
+            self._ticking = True
         try:
             if self._before_tick is not None:
                 self._before_tick()
@@ -290,6 +321,8 @@ class Subscription:
             self.flush_all()
         except Exception:  # the next tick must still come
             logger.exception("[%s] RDY redistribution failed", self.name)
+        finally:
+            self._ticking = False
 
     def _end_backoff_block(self) -> None:
         if self._stopped:
@@ -307,12 +340,11 @@ class Subscription:
         self.flush_all()
 
     def pause_rdy(self) -> None:
-        """RDY 0 everywhere now (closing), without changing max_in_flight."""
-        for conn in list(self.conns.values()):
-            try:
-                conn.send_rdy(0)
-            except Error:
-                pass
+        """RDY 0 everywhere now (closing): through the flow control, so that
+        no answer grants RDY again."""
+        with self._lock:
+            self._send_rdy(self.rdy.set_max_in_flight(0))
+        self.flush_all()
 
     def per_connection(self) -> dict[str, dict[str, int]]:
         with self._lock:

@@ -12,10 +12,11 @@ import logging
 import ssl
 from typing import Any, Awaitable, Callable, Iterable
 
-from . import client, codec, events, loops
 from msgengine.correlator import Pending
+from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
+from . import client, codec, events, loops
 from .config import check_writer_settings
 from .conn import CONNECTED, MAX_DELAY_MS, Connection
 from .errors import (
@@ -30,7 +31,6 @@ from .errors import (
     TimeoutError,
 )
 from .names import check_topic
-from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class Writer:
         self._targets = [client.split_host_port(a) for a in addresses]
         self.config = client.make_config(conn_kwargs)
         self.backend = self.config.backend
-        self._bridge = loops.program_loop(conn_kwargs.get("io_loop"), self.backend)
+        self._bridge = loops.program_loop(self.config.io_loop, self.backend)
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}

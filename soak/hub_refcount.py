@@ -2,7 +2,7 @@
 thread hands the hub no-op callbacks while the hub starts and stops timers.
 
     .venv/bin/python soak/hub_refcount.py threadsafe 5   # gevent's loop.run_callback_threadsafe
-    .venv/bin/python soak/hub_refcount.py door 5         # a deque + one hub-owned async watcher (nsq.runtime)
+    .venv/bin/python soak/hub_refcount.py door 5         # a deque + one hub-owned async watcher (msgengine.runtime)
 
 With threadsafe, libev's active-watcher count (loop.activecnt) drifts: below
 zero (then gevent raises LoopExit although greenlets wait) or above it (the

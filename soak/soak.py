@@ -39,7 +39,7 @@ for path in (REPO, os.path.join(REPO, "tests")):
 
 import nsq  # noqa: E402
 from nsq import codec  # noqa: E402
-from nsq.runtime import get_backend  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
 from servers import Nsqd  # noqa: E402
 
 CHANNEL = "soak"

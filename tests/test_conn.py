@@ -10,6 +10,7 @@ import threading
 import pytest
 
 import nsq
+import nsq.config
 from nsq import codec
 from nsq.conn import Connection, Pending
 from nsq.errors import (
@@ -405,3 +406,13 @@ def test_a_failed_flush_closes_the_connection_instead_of_raising_at_the_flusher(
     conn.flush()  # raised ConnectionClosedError before
     waiting.wait_for(conn.closed, "gevent", timeout=5)
     assert isinstance(conn.close_error, (OSError, nsq.Error))
+
+
+def test_settings_by_position_follow_pynsq_order():
+    # pynsq's AsyncConn(host, port, timeout, heartbeat_interval, requeue_delay, ...)
+    conn = Connection("127.0.0.1", 4150, 5.0, 10, 30)
+    assert (conn.timeout, conn.heartbeat_interval, conn.requeue_delay) == (5.0, 10, 30)
+    config = nsq.config.Config(timeout=2.0)
+    assert Connection("127.0.0.1", 4150, config).config is config
+    with pytest.raises(TypeError):
+        Connection("127.0.0.1", 4150, 5.0, timeout=6.0)

@@ -882,3 +882,46 @@ def test_reconnects_to_a_restarted_nsqd(nsqd, topic, backend, make_reader):
     wait_for(lambda: len(seen) == 10, backend, timeout=20)
     assert seen == set(bodies(5, "a")) | set(bodies(5, "b"))
     assert len(reader.conns) == 1
+
+
+@pytest.mark.timeout(60)
+def test_touch_inside_a_handler_is_written_while_the_handler_runs(nsqd, topic, backend, make_reader):
+    """FINs of a batch wait for the batch to end; a TOUCH must not: the handler
+    asked for more time now (a long handler with a short msg_timeout)."""
+    nsqd.http_pub(topic, b"slow")
+    outcome = []
+
+    def handler(msg):
+        (conn,) = reader.conns.values()
+        msg.touch()
+        try:
+            waiting.wait_for(lambda: not conn.protocol.has_data(), backend, 3.0, "the TOUCH to leave the buffer")
+            outcome.append("written")
+        except AssertionError:
+            outcome.append("held")
+        return True
+
+    # no periodic tick during the test (it flushes what waits)
+    reader = make_reader(topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], low_rdy_idle_timeout=60)
+    reader.start()
+    wait_for(lambda: outcome, backend)
+    assert outcome == ["written"]
+    wait_for(lambda: drained(nsqd, topic), backend)
+
+
+@pytest.mark.timeout(60)
+def test_an_overridden_connect_to_nsqd_is_how_the_reader_connects(nsqd, topic, backend, make_reader):
+    calls = []
+
+    class Counting(nsq.Reader):
+        def connect_to_nsqd(self, host, port):
+            calls.append((host, port))
+            return super().connect_to_nsqd(host, port)
+
+    seen = []
+    reader = make_reader(topic, CHANNEL, lambda m: seen.append(m.body) or True,
+                         nsqd_tcp_addresses=[nsqd.tcp_address], reader_class=Counting)
+    reader.start()
+    nsqd.http_pub(topic, b"x")
+    wait_for(lambda: seen == [b"x"], backend)
+    assert calls == [(nsqd.host, nsqd.tcp_port)]

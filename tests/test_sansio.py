@@ -1009,7 +1009,6 @@ def test_answers_queued_under_a_hold_are_not_due():
     proto.fin(ID1)
     proto.req(ID2, 10)
     proto.send_rdy(1)
-    proto.touch(ID1)
     assert proto.has_data()
     assert not proto.flush_due()
 
@@ -1103,3 +1102,13 @@ def test_codec_implementation_in_use_is_the_one_the_environment_asks_for():
         assert codec.IMPLEMENTATION == "python"
     else:
         assert codec.IMPLEMENTATION in ("python", "cython")
+
+
+def test_touch_under_a_hold_is_due_at_once():
+    # a handler that asks for more time must not wait for its batch to end
+    proto = ready()
+    proto.hold_answers()
+    proto.fin(ID1)
+    proto.touch(ID2)
+    assert proto.flush_due()
+    assert proto.data_to_send() == b"FIN " + ID1 + b"\nTOUCH " + ID2 + b"\n"

@@ -581,3 +581,23 @@ def test_join_publishes_off_sends_one_pub_per_message(nsqd, topic, backend):
         assert counter.count(b"PUB ") == 200
         assert counter.count(b"MPUB ") == 0
     assert run_blocking(backend, nsqd.message_count, topic) == 200
+
+
+@pytest.mark.timeout(60)
+def test_a_raising_close_listener_does_not_stop_reconnection(nsqd, topic, fault_proxy_factory, backend):
+    proxy = fault_proxy_factory(nsqd.host, nsqd.tcp_port)
+    w = nsq.Writer([proxy.address], backend=backend, reconnect_interval=0.2)
+    try:
+        assert w.wait_connected(WAIT)
+        (first,) = list(w.conns.values())
+
+        def raising(**_):
+            raise RuntimeError("a user's close listener failed")
+
+        first.on("close", raising)
+        proxy.cut()
+        wait_for(lambda: w.conns and list(w.conns.values())[0] is not first, backend)
+        assert w.pub(topic, b"after") == b"OK"
+    finally:
+        w.close()
+    assert run_blocking(backend, nsqd.message_count, topic) == 1

@@ -71,6 +71,7 @@ class Consumer:
             lookupd_connect_timeout=config.lookupd_timeout,
             lookupd_request_timeout=config.lookupd_timeout,
             connections_per_nsqd=0,  # as many as max_in_flight needs under nsqd's max_rdy_count
+            max_in_flight_per_nsqd=True,  # the option's documented meaning
             keep_discovered=True,
             on_lost=self._on_close,
         )

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from .. import codec
 from msgengine.correlator import Pending
 
+from .. import codec
 from ..config import Config
 from ..conn import Connection
 from ..errors import Error
