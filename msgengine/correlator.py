@@ -42,29 +42,23 @@ class Pending:
             self.event.set()
 
 
-class FifoCorrelator:
-    """Requests answered in the order they were sent."""
+class FifoCorrelator(collections.deque):
+    """Requests answered in the order they were sent: a deque whose
+    ``expect`` (append) and ``popleft`` run in C on the hot path."""
 
-    __slots__ = ("_waiting",)
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self._waiting: collections.deque[Pending] = collections.deque()
-
-    def __len__(self) -> int:
-        return len(self._waiting)
-
-    def expect(self, pending: Pending) -> None:
-        self._waiting.append(pending)
+    #: a request was sent: its answer comes after those of the requests before it
+    expect = collections.deque.append
 
     def answered(self) -> Pending | None:
         """The request the next answer belongs to (None when nothing waits)."""
-        waiting = self._waiting
-        return waiting.popleft() if waiting else None
+        return self.popleft() if self else None
 
     def drain(self) -> list[Pending]:
         """Every request still waiting (the connection is going away)."""
-        waiting = list(self._waiting)
-        self._waiting.clear()
+        waiting = list(self)
+        self.clear()
         return waiting
 
 

@@ -50,7 +50,8 @@ class Driver:
         self.close_error: BaseException | None = None
         self._writing = False
         self._closed_event = backend.event()
-        self._is_closed = False
+        #: True once the connection closed (or stopped I/O after a fork): read it, never set it
+        self.io_stopped = False
         self._reader_task: Any = None
         self._watchdog: Any = None
         self._close_listeners: list[Callable[[Any], None]] = []
@@ -66,7 +67,7 @@ class Driver:
             self._watchdog = self.backend.call_every(min(read_timeout / 4, 1.0), self._check_alive, read_timeout)
 
     def _check_alive(self, limit: float) -> None:
-        if self._is_closed:
+        if self.io_stopped:
             self._stop_watchdog()
             return
         if monotonic() - self.last_recv_timestamp > limit:
@@ -92,7 +93,7 @@ class Driver:
             receive = self.protocol.receive_data
             lock = self.lock
             handle = self.handle_events
-            while not self._is_closed:
+            while not self.io_stopped:
                 data = stream.recv()
                 if not data:
                     raise self.closed_error("%s closed the connection" % (self.name,))
@@ -100,14 +101,10 @@ class Driver:
                 with lock:
                     events = receive(data)
                 if events:
-                    if self.protocol.flush_due():  # what the protocol owes at once (a heartbeat's NOP)
-                        self.flush()
-                    handle(events)
-                    if self.protocol.flush_due():
-                        self.flush()
+                    handle(events)  # (what it queues is written by the command that queued it)
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
             error = exc
-        if not self._is_closed:
+        if not self.io_stopped:
             if error is not None and not isinstance(error, (ConnectionError, OSError)):
                 logger.error("[%s] closing after error: %r", self.name, error)
             self.close_now(error)
@@ -126,7 +123,7 @@ class Driver:
         self.backend.check_context("Driver.command")
         with self.lock:
             queue(*args)
-            if self._writing or self._is_closed or not self.protocol.flush_due():
+            if self._writing or self.io_stopped or not self.protocol.flush_due():
                 return
             data = self.protocol.data_to_send()
             self._writing = True
@@ -139,7 +136,7 @@ class Driver:
         so the caller of a flush is not told again."""
         self.backend.check_context("Driver.flush")
         with self.lock:
-            if self._writing or self._is_closed:
+            if self._writing or self.io_stopped:
                 return
             data = self.protocol.data_to_send()
             if not data:
@@ -171,14 +168,14 @@ class Driver:
     # -- closing --------------------------------------------------------------
 
     def is_closed(self) -> bool:
-        return self._is_closed
+        return self.io_stopped
 
     def close_now(self, error: BaseException | None = None) -> None:
         """Close the stream; requests still waiting get a closed error (with the reason)."""
         with self.lock:
-            if self._is_closed:
+            if self.io_stopped:
                 return
-            self._is_closed = True
+            self.io_stopped = True
             self.close_error = error
             waiting = self.protocol.close()
         self._stop_watchdog()
@@ -217,14 +214,14 @@ class Driver:
     def stop_io(self, error: BaseException) -> None:
         """Stop reading and writing at once, without touching the stream or
         telling anyone (the first step in a forked child)."""
-        self._is_closed = True
+        self.io_stopped = True
         self.close_error = error
 
     def drop_after_fork(self, error: BaseException) -> list:
         """In a forked child: stop all I/O at once, and drop this process's
         descriptor without writing or shutting the connection down; returns the
         requests that waited here (the caller decides whether anyone can be told)."""
-        self._is_closed = True
+        self.io_stopped = True
         self.close_error = error
         self._stop_watchdog_quietly()
         self.lock = self.backend.lock()  # it may have been held by a thread that does not exist here

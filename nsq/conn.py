@@ -114,6 +114,7 @@ class Connection(Driver, events.EventedMixin):
             key=key or self.id,  # what flow control knows it by (several connections to one nsqd differ)
         )
         self.last_msg_timestamp = 0.0
+        self._callbacks = None  # EventedMixin's listeners (looked up on every response)
         self.message_sink: MessageSink | None = None
         self.response_listener: ResponseListener | None = None
         on_fork_in_child(self)
@@ -180,10 +181,10 @@ class Connection(Driver, events.EventedMixin):
         return self.protocol.credit
 
     def is_connected(self) -> bool:
-        return self.state == CONNECTED
+        return self.protocol.state is State.READY and not self.io_stopped
 
     def connected(self) -> bool:
-        return self.state == CONNECTED
+        return self.is_connected()
 
     def closed(self) -> bool:
         return self.is_closed()
@@ -292,6 +293,7 @@ class Connection(Driver, events.EventedMixin):
                 if event.pending is not None:
                     event.pending.resolve(self, event.data)
             elif kind is HeartbeatReceived:
+                self.flush()  # the NOP that answers it, before anything else runs
                 self.trigger(events.HEARTBEAT, conn=self)
             elif kind is ErrorReceived:
                 self._on_error(event)
@@ -313,7 +315,6 @@ class Connection(Driver, events.EventedMixin):
         """Queue a command nsqd answers (PUB, MPUB, DPUB, SUB, CLS) and write
         it; ``pending`` is resolved with the answer (bytes or an nsq.Error).
         Raises ConnectionClosedError when the connection is not open."""
-        self.backend.check_context("Connection.send_request")
         self.command(self.protocol.send_request, data, pending)
 
     def send(self, data: bytes, waiter: Pending | None = None, flush: bool = True) -> None:

@@ -212,6 +212,7 @@ class NsqProtocol:
         self._decoder = codec.FrameDecoder(max_frame_size)
         self._message_factory = message_factory
         self._answers = FifoCorrelator()
+        self._expect = self._answers.expect
         self._out: list[bytes] = []
         self._urgent = False  # a request waits in _out: flush regardless of a hold
         self._holds = 0
@@ -454,7 +455,8 @@ class NsqProtocol:
                     continue
                 if data == CLOSE_WAIT:
                     self.state = State.CLOSING
-                events.append(ResponseReceived(data, self._answers.answered()))
+                answers = self._answers
+                events.append(ResponseReceived(data, answers.popleft() if answers else None))
             else:
                 error = server_error(data)
                 # nsqd answers FIN/REQ/TOUCH only when they fail: such an error answers no request
@@ -507,9 +509,11 @@ class NsqProtocol:
     def send_request(self, data: bytes, pending: Pending | None) -> None:
         """Queue a command nsqd answers (PUB, MPUB, DPUB, SUB, CLS, ...);
         ``pending`` gets the answer (None: the answer is dropped)."""
-        self._check_open()
+        state = self.state
+        if state is not State.READY and state is not State.CLOSING:
+            self._check_open()
         self._out.append(data)
-        self._answers.expect(pending if pending is not None else Pending())
+        self._expect(pending if pending is not None else Pending())
         self._urgent = True
 
     def send_unanswered(self, data: bytes) -> None:

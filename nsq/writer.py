@@ -18,7 +18,7 @@ from msgengine.supervisor import Supervisor
 
 from . import client, codec, events, loops
 from .config import check_writer_settings
-from .conn import CONNECTED, MAX_DELAY_MS, Connection
+from .conn import MAX_DELAY_MS, Connection
 from .errors import (
     AuthError,
     ConnectionClosedError,
@@ -274,12 +274,12 @@ class Writer:
         conns = self._conn_list
         if conns and exclude is None:  # the common case: closed connections leave the list on close
             conn = conns[next(self._round_robin) % len(conns)]
-            if conn.state == CONNECTED:
+            if conn.is_connected():
                 return conn
         if deadline is None:
             deadline = monotonic() + self.publish_timeout
         while True:
-            conns = [c for c in self._conn_list if c.state == CONNECTED]
+            conns = [c for c in self._conn_list if c.is_connected()]
             if conns:
                 break
             if self._closing.is_set():
