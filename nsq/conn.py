@@ -236,16 +236,17 @@ class Connection(Driver, events.EventedMixin):
 
     def _handshake(self, sock: socket.socket) -> list:
         """Run the protocol object's handshake over the stream; returns the
-        events that arrived after it in the same read."""
+        events a live connection acts on that came meanwhile (a heartbeat
+        while AUTH waited, frames right after the last answer)."""
         protocol = self.protocol
         protocol.start()
         self.stream.send(protocol.data_to_send())
+        early: list = []
         while protocol.state is not State.READY:
             wanted = protocol.bytes_wanted()
             data = self.stream.recv_exact(wanted) if wanted else self.stream.recv()
             if not data:
                 raise EOFError("nsqd %s closed the connection during the handshake" % (self.id,))
-            early: list = []
             for event in protocol.receive_data(data):
                 kind = event.__class__
                 if kind is Identified:
@@ -268,7 +269,7 @@ class Connection(Driver, events.EventedMixin):
                                  self.id, identity.get("identity"), identity.get("permission_count"))
                     self.trigger(events.AUTH, conn=self, data=identity)
                 elif kind is not Ready:
-                    early.append(event)  # frames that came right after the handshake's last answer
+                    early.append(event)
             data = protocol.data_to_send()  # AUTH
             if data:
                 self.stream.send(data)
