@@ -204,18 +204,24 @@ class Consumer:
                         "nsqd will deliver them again", len(messages), conn.id,
                     )
                 continue
+            if how == "finish":  # one FIN write and one flow-control step per connection
+                finished = []
+                for message in messages:
+                    if not message.has_responded():
+                        message.mark_finished()
+                        finished.append(message.id)
+                if finished:
+                    self.subscription.finish_many(conn, finished)
+                done += len(finished)
+                continue
             conn.hold_answers()
             try:
                 for message in messages:
-                    if message.has_responded():
-                        continue
-                    if how == "finish":
-                        message.finish()
-                    else:
+                    if not message.has_responded():
                         message.requeue(backoff=False, delay=0)
-                    done += 1
+                        done += 1
             except Error as exc:
-                logger.warning("nsq source: cannot %s messages on %s: %s", how, conn.id, exc)
+                logger.warning("nsq source: cannot requeue messages on %s: %s", conn.id, exc)
             finally:
                 conn.release_answers()
         return done
