@@ -10,8 +10,11 @@ knows nothing of any wire format: a subclass gives it the protocol object
 bytes``, ``flush_due() -> bool`` and ``close() -> pending requests``) and
 handles the events in ``handle_events``.
 
-The protocol object is not thread-safe; every call into it is made under
-``self.lock`` (``locked``), and events are handled outside the lock.
+The protocol object is not thread-safe: commands go into it under
+``self.lock`` (``command``); ``receive_data`` is called by the reader task
+alone, without the lock, so a protocol object must make that one call safe
+beside commands (it may only touch state no command writes), and events are
+handled outside any lock.
 """
 from __future__ import annotations
 
@@ -91,15 +94,13 @@ class Driver:
         try:
             stream = self.stream
             receive = self.protocol.receive_data
-            lock = self.lock
             handle = self.handle_events
             while not self.io_stopped:
                 data = stream.recv()
                 if not data:
                     raise self.closed_error("%s closed the connection" % (self.name,))
                 self.last_recv_timestamp = monotonic()
-                with lock:
-                    events = receive(data)
+                events = receive(data)  # (without the lock: see the protocol's receive_data)
                 if events:
                     handle(events)  # (what it queues is written by the command that queued it)
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed

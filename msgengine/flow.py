@@ -8,10 +8,12 @@ as (key, count) pairs, and a backoff returns the delay the caller must wait
 before calling ``end_backoff_block()``.
 
 The counts live in one place: a ``LinkCredit`` per connection, owned by the
-connection's protocol object, which updates ``in_flight`` and ``remaining``
-as messages arrive and are answered, and ``credit`` as it sends a grant.
-``FlowControl`` reads them and decides; it never changes ``in_flight`` or
-``remaining`` itself, and it sets ``credit`` only on a grant it returns.
+connection's protocol object. Each count has one writer, so that the task
+that reads from the socket needs no lock: it alone adds to ``arrived``; the
+tasks that answer messages add to ``answered`` (under the connection's lock);
+a grant (``grant()``) sets ``credit`` and remembers ``arrived`` at that
+moment. ``in_flight`` and ``remaining`` are computed from them.
+``FlowControl`` reads them and decides; it only grants.
 """
 from __future__ import annotations
 
@@ -30,15 +32,39 @@ STARVED_RATIO = 0.85
 class LinkCredit:
     """What the manager knows about one connection."""
 
-    __slots__ = ("key", "credit", "remaining", "in_flight", "last_message", "max_credit")
+    __slots__ = ("key", "credit", "arrived", "answered", "granted_at", "last_message", "max_credit")
 
     def __init__(self, key: Hashable, max_credit: int, now: float = 0.0) -> None:
         self.key = key
-        self.credit = 0  # the last grant sent
-        self.remaining = 0  # messages the server may still push under that credit
-        self.in_flight = 0
+        self.credit = 0  # the last grant
+        self.arrived = 0  # messages received (written by the reading task only)
+        self.answered = 0  # messages answered (written under the connection's lock only)
+        self.granted_at = 0  # `arrived` when the last grant was made
         self.last_message = now
         self.max_credit = max_credit
+
+    @property
+    def in_flight(self) -> int:
+        """Messages received and not answered yet."""
+        in_flight = self.arrived - self.answered
+        return in_flight if in_flight > 0 else 0
+
+    @property
+    def remaining(self) -> int:
+        """Messages the server may still push under the last grant."""
+        remaining = self.credit - (self.arrived - self.granted_at)
+        return remaining if remaining > 0 else 0
+
+    def grant(self, count: int) -> None:
+        """A grant of count: what arrives from now on counts against it."""
+        self.credit = count
+        self.granted_at = self.arrived
+
+    def answer(self, count: int) -> None:
+        """count messages were answered (never more than arrived)."""
+        answered = self.answered + count
+        arrived = self.arrived
+        self.answered = answered if answered < arrived else arrived
 
     def __repr__(self) -> str:
         return "<LinkCredit %s credit=%d in_flight=%d>" % (self.key, self.credit, self.in_flight)
@@ -91,8 +117,7 @@ class FlowControl:
         count = max(0, min(count, conn.max_credit))
         if count and not conn.credit:
             conn.last_message = self.clock()  # idleness counts from when credit was granted
-        conn.credit = count
-        conn.remaining = count
+        conn.grant(count)
         actions.append((conn.key, count))
 
     def _budget(self) -> int:

@@ -235,13 +235,14 @@ class Connection(Driver, events.EventedMixin):
         self.trigger(events.CONNECT, conn=self)
 
     def _handshake(self, sock: socket.socket) -> list:
-        """Run the protocol object's handshake over the stream; returns the
-        events a live connection acts on that came meanwhile (a heartbeat
-        while AUTH waited, frames right after the last answer)."""
+        """Run the protocol object's handshake over the stream (a heartbeat
+        that comes while AUTH waits is answered here); returns the events of
+        frames that came right after the last answer, for the live connection."""
         protocol = self.protocol
         protocol.start()
         self.stream.send(protocol.data_to_send())
         early: list = []
+        ready = False
         while protocol.state is not State.READY:
             wanted = protocol.bytes_wanted()
             data = self.stream.recv_exact(wanted) if wanted else self.stream.recv()
@@ -249,7 +250,11 @@ class Connection(Driver, events.EventedMixin):
                 raise EOFError("nsqd %s closed the connection during the handshake" % (self.id,))
             for event in protocol.receive_data(data):
                 kind = event.__class__
-                if kind is Identified:
+                if kind is Ready:
+                    ready = True
+                elif ready:
+                    early.append(event)  # frames right after the last answer: the live connection's
+                elif kind is Identified:
                     self.trigger(events.IDENTIFY_RESPONSE, conn=self, data=event.features)
                 elif kind is UpgradeTLS:
                     tls = TLSStream(sock, self.config.ssl_context, self.host, self.config.read_size)
@@ -263,14 +268,14 @@ class Connection(Driver, events.EventedMixin):
                     else:
                         self.stream = DeflateStream(self.stream, event.level)
                     protocol.compression_established()
+                elif kind is HeartbeatReceived:  # (nsqd's ticker runs while its auth server answers)
+                    protocol.send_nop()
                 elif kind is Authenticated:
                     identity = event.identity
                     logger.debug("[%s] authenticated as %r (%s permissions)",
                                  self.id, identity.get("identity"), identity.get("permission_count"))
                     self.trigger(events.AUTH, conn=self, data=identity)
-                elif kind is not Ready:
-                    early.append(event)
-            data = protocol.data_to_send()  # AUTH
+            data = protocol.data_to_send()  # AUTH, NOP
             if data:
                 self.stream.send(data)
         return early
@@ -294,7 +299,10 @@ class Connection(Driver, events.EventedMixin):
                 if event.pending is not None:
                     event.pending.resolve(self, event.data)
             elif kind is HeartbeatReceived:
-                self.flush()  # the NOP that answers it, before anything else runs
+                try:
+                    self.command(self.protocol.send_nop)  # written before anything else runs
+                except Error:
+                    pass
                 self.trigger(events.HEARTBEAT, conn=self)
             elif kind is ErrorReceived:
                 self._on_error(event)

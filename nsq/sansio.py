@@ -13,10 +13,12 @@ outgoing buffer, which its driver takes with ``data_to_send()``. It owns:
   ``nsq.rdy.RdyCount`` that the Reader's flow control reads);
 - the flush policy: answers (FIN/REQ/RDY) may wait in the buffer while a
   batch of handler calls runs (``hold_answers``); requests, TOUCH and the
-  NOP that answers a heartbeat never wait.
+  NOP that answers a heartbeat (``send_nop``) never wait.
 
 It touches no socket, clock or thread and is not thread-safe: its driver
-(``nsq.conn.Connection``) serializes calls into it.
+(``nsq.conn.Connection``) serializes commands under a lock. ``receive_data``
+runs on the one reading task without it: it only pops answers (a deque) and
+adds to ``credit.arrived`` (that task's count alone), and queues nothing.
 """
 from __future__ import annotations
 
@@ -165,7 +167,7 @@ class ErrorReceived(Event):
 
 
 class HeartbeatReceived(Event):
-    """nsqd's heartbeat; the NOP that answers it is already in the outgoing buffer."""
+    """nsqd's heartbeat: answer it with ``send_nop()``."""
 
     __slots__ = ()
 
@@ -287,8 +289,6 @@ class NsqProtocol:
                 raise server_error(data)
             raise ProtocolError("expected a response frame during the handshake, got frame type %d" % frame_type)
         if data == HEARTBEAT:  # nsqd's heartbeat ticker runs while it waits on an auth server
-            self._out.append(codec.encode_nop())
-            self._urgent = True
             events.append(HeartbeatReceived())
             return
         state = self.state
@@ -449,9 +449,7 @@ class NsqProtocol:
                     messages.append(message)
             elif frame_type == _FRAME_RESPONSE:
                 if data == HEARTBEAT:
-                    self._out.append(codec.encode_nop())
-                    self._urgent = True
-                    events.append(HeartbeatReceived())
+                    events.append(HeartbeatReceived())  # the driver answers it with send_nop()
                     continue
                 if data == CLOSE_WAIT:
                     self.state = State.CLOSING
@@ -463,11 +461,7 @@ class NsqProtocol:
                 pending = None if isinstance(error, _ANSWER_FAILURES) else self._answers.answered()
                 events.append(ErrorReceived(error, pending))
         if messages is not None:
-            count = len(messages)
-            credit = self.credit
-            credit.in_flight += count
-            remaining = credit.remaining - count
-            credit.remaining = remaining if remaining > 0 else 0
+            self.credit.arrived += len(messages)  # (this task is its only writer)
             events.append(MessagesReceived(messages))
         return events
 
@@ -516,6 +510,13 @@ class NsqProtocol:
         self._expect(pending if pending is not None else Pending())
         self._urgent = True
 
+    def send_nop(self) -> None:
+        """Queue the NOP that answers a heartbeat (valid at any point after the magic)."""
+        if self.state is State.INIT or self.state is State.CLOSED:
+            raise ConnectionClosedError("connection to nsqd %s is %s" % (self.name, public_state(self.state).lower()))
+        self._out.append(codec.encode_nop())
+        self._urgent = True
+
     def send_unanswered(self, data: bytes) -> None:
         """Queue a command nsqd does not answer unless it fails (NOP and the like)."""
         self._check_open()
@@ -540,12 +541,10 @@ class NsqProtocol:
         if count > credit.max_credit:
             raise ConfigError("RDY %d exceeds nsqd %s's max_rdy_count of %d" % (count, self.name, credit.max_credit))
         self._out.append(codec.encode_rdy(count))
-        credit.credit = count
-        credit.remaining = count
+        credit.grant(count)
 
     def _answered(self, count: int) -> None:
-        credit = self.credit
-        credit.in_flight = credit.in_flight - count if credit.in_flight > count else 0
+        self.credit.answer(count)
 
     def fin(self, message_id: bytes) -> None:
         self._check_open()

@@ -69,14 +69,13 @@ class Harness:
     def msgs(self, key, count=1):
         link = self.m.conns.get(key)
         if link is not None:  # what the connection's protocol object counts
-            link.in_flight += count
-            link.remaining = max(link.remaining - count, 0)
+            link.arrived += count
         return self.apply(self.m.on_messages(key, count))
 
     def resp(self, key, success=True):
         link = self.m.conns.get(key)
-        if link is not None and link.in_flight > 0:  # the FIN/REQ left: counted by the protocol object
-            link.in_flight -= 1
+        if link is not None:  # the FIN/REQ left: counted by the protocol object
+            link.answer(1)
         actions, delay = self.m.on_response(key, success)
         self.apply(actions)
         return actions, delay

@@ -303,7 +303,7 @@ def test_frames_after_the_last_handshake_answer_in_the_same_read_are_dispatched(
     # nsqd may push a heartbeat right after the handshake: one read carries both.
     events = proto.receive_data(ok() + heartbeat() + message(ID1, b"early"))
     assert kinds(events) == [Identified, Ready, HeartbeatReceived, MessagesReceived]
-    assert proto.data_to_send() == b"NOP\n"
+    assert proto.data_to_send() == b""  # receive_data queues nothing: the driver answers with send_nop()
     assert proto.in_flight == 1
 
 
@@ -313,6 +313,7 @@ def test_heartbeat_while_auth_is_pending_is_answered_and_auth_still_completes():
     proto.data_to_send()  # AUTH
     events = proto.receive_data(heartbeat())
     assert kinds(events) == [HeartbeatReceived]
+    proto.send_nop()  # (the driver's answer; allowed before Ready)
     assert proto.data_to_send() == b"NOP\n"
     assert kinds(proto.receive_data(frame(RESPONSE, b'{"identity": "x"}'))) == [Authenticated, Ready]
 
@@ -549,7 +550,7 @@ EXPECTED_SPLIT_RESULT = {
         (2, 7, ID2, b""),
         (-1, 65535, b"A" * 16, b"x" * 300),
     ],
-    "out": b"NOP\n",
+    "out": b"",
     "state": State.CLOSING,
     "in_flight": 3,
     "remaining": 7,
@@ -597,7 +598,7 @@ def test_handshake_and_stream_split_at_every_position_gives_the_same_events():
         if expected is None:
             expected = result
             assert seen == ["Identified", "Authenticated", "Ready", "HeartbeatReceived", ("message", ID1, b"m")]
-            assert result[1:] == (auth_command(b"k") + b"NOP\n", 9, {"identity": "carol"})
+            assert result[1:] == (auth_command(b"k"), 9, {"identity": "carol"})
         assert result == expected, "split at %d" % cut
 
 
@@ -722,14 +723,17 @@ def test_subscribing_twice_is_refused():
 # -- after Ready: heartbeats and closing -----------------------------------------
 
 
-def test_heartbeat_gives_heartbeat_event_and_queues_a_due_nop():
+def test_heartbeat_gives_heartbeat_event_and_send_nop_queues_a_due_nop():
     proto = ready()
     waiting = Pending()
     proto.send_request(b"PUB t\n\x00\x00\x00\x00", waiting)
     proto.data_to_send()
+    proto.hold_answers()
     events = proto.receive_data(heartbeat())
     assert kinds(events) == [HeartbeatReceived]
-    assert proto.flush_due()
+    assert not proto.has_data()  # receive_data queues nothing (it runs without the driver's lock)
+    proto.send_nop()
+    assert proto.flush_due()  # not held back by a batch
     assert proto.data_to_send() == b"NOP\n"
     assert proto.waiting_answers() == 1  # a heartbeat answers no request
 
@@ -737,8 +741,11 @@ def test_heartbeat_gives_heartbeat_event_and_queues_a_due_nop():
 def test_heartbeat_nop_is_due_even_while_answers_are_held():
     proto = ready()
     proto.hold_answers()
+    proto.fin(ID1)
     proto.receive_data(heartbeat())
+    proto.send_nop()
     assert proto.flush_due()
+    assert proto.data_to_send() == b"FIN " + ID1 + b"\nNOP\n"
 
 
 def test_cls_answered_with_close_wait_moves_to_closing_and_commands_still_flow():
