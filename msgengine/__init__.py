@@ -8,7 +8,7 @@ gives it the rest:
   threads; the one door into a gevent hub from other OS threads; fork hooks.
 - ``scheduler``: one timer thread per process for the threads backend.
 - ``transport``: byte streams (TCP, TLS, snappy, deflate).
-- ``correlator``: pending answers, paired with requests in order or by id.
+- ``correlator``: pending answers, paired with requests in the order they were sent.
 - ``driver``: moves bytes between a protocol object and a stream.
 - ``supervisor``: keeps a connection to each target alive (reconnect with
   jittered backoff, discovery polling, close).

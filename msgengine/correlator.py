@@ -2,17 +2,16 @@
 
 A ``Pending`` is one request's wait: a callback, or an event (anything with
 ``set()``) that wakes a blocked caller, or both, and the result once it
-came. A correlator holds the pending requests of one connection: in the
-order they were sent (``FifoCorrelator``: NSQ answers in order) or by
-request id (``KeyedCorrelator``: Pulsar's request and sequence ids). Neither
-does I/O or locking: the protocol object that owns one is guarded by its
-driver.
+came. ``FifoCorrelator`` holds the pending requests of one connection in the
+order they were sent, for a protocol that answers in order (NSQ); it does
+no I/O or locking: its protocol object appends under its driver's lock and
+pops from the one reading task (deque operations are atomic).
 """
 from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
 
@@ -44,44 +43,16 @@ class Pending:
 
 class FifoCorrelator(collections.deque):
     """Requests answered in the order they were sent: a deque whose
-    ``expect`` (append) and ``popleft`` run in C on the hot path."""
+    ``expect`` (append) and ``popleft`` (the next answer's request) run in C
+    on the hot path."""
 
     __slots__ = ()
 
     #: a request was sent: its answer comes after those of the requests before it
     expect = collections.deque.append
 
-    def answered(self) -> Pending | None:
-        """The request the next answer belongs to (None when nothing waits)."""
-        return self.popleft() if self else None
-
     def drain(self) -> list[Pending]:
         """Every request still waiting (the connection is going away)."""
         waiting = list(self)
         self.clear()
-        return waiting
-
-
-class KeyedCorrelator:
-    """Requests answered by id, in any order."""
-
-    __slots__ = ("_waiting",)
-
-    def __init__(self) -> None:
-        self._waiting: dict[Hashable, Pending] = {}
-
-    def __len__(self) -> int:
-        return len(self._waiting)
-
-    def expect(self, key: Hashable, pending: Pending) -> None:
-        if key in self._waiting:
-            raise KeyError("a request with id %r is already waiting" % (key,))
-        self._waiting[key] = pending
-
-    def answered(self, key: Hashable) -> Pending | None:
-        return self._waiting.pop(key, None)
-
-    def drain(self) -> list[Pending]:
-        waiting = list(self._waiting.values())
-        self._waiting.clear()
         return waiting

@@ -200,25 +200,26 @@ class Supervisor:
         """Stop connecting and polling; returns the open links (the client closes them its own way)."""
         with self._lock:
             self._closed = True
-            timers = list(self._timers.values())
-            self._timers.clear()
-            poll, self._poll_timer = self._poll_timer, None
             links = list(self._links.values())
-        for timer in timers + ([poll] if poll is not None else []):
-            timer.cancel()
+        self._cancel_timers()
         return links
+
+    def _cancel_timers(self) -> None:
+        with self._lock:
+            timers = list(self._timers.values()) + ([self._poll_timer] if self._poll_timer is not None else [])
+            self._timers = {}
+            self._poll_timer = None
+        for timer in timers:
+            try:
+                timer.cancel()
+            except Exception:  # after a fork: a timer of the parent's scheduler thread, already gone
+                pass
 
     def forget_after_fork(self) -> None:
         """In a forked child: the links are the parent's; start over empty and
         closed, with the timers cancelled (gevent's survive a fork)."""
         self._lock = self.backend.lock()
         self._closed = True
-        for timer in list(self._timers.values()) + ([self._poll_timer] if self._poll_timer is not None else []):
-            try:
-                timer.cancel()
-            except Exception:  # a timer of the parent's scheduler thread: already gone
-                pass
+        self._cancel_timers()  # (gevent's survive a fork)
         self._links = {}
-        self._timers = {}
         self._attempting = set()
-        self._poll_timer = None

@@ -1,20 +1,13 @@
-"""What Reader and Writer share: their Config from pynsq's connection
-keywords, address parsing, and the registry of live clients that nsq.run()
-starts, waits on and closes."""
+"""What Reader and Writer share: address parsing, and the registry of live
+clients that nsq.run() starts, waits on and closes."""
 from __future__ import annotations
 
 from typing import Any
 
 from msgengine.runtime import ProcessLock
 
-from .config import Config, InvalidKeywordArgumentError  # noqa: F401 - re-exported (its old home)
+from .config import InvalidKeywordArgumentError  # noqa: F401 - re-exported (its old home)
 from .errors import ConfigError
-
-
-def make_config(conn_kwargs: dict[str, Any]) -> Config:
-    """The one Config a Reader's or Writer's connections share, from its
-    ``**conn_kwargs`` (unknown keywords refused as pynsq refuses them)."""
-    return Config.from_kwargs(conn_kwargs)
 
 
 def address_list(addresses: Any, what: str) -> list[str]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from msgengine.correlator import Pending
 from msgengine.driver import Driver
@@ -377,15 +376,6 @@ class Connection(Driver, events.EventedMixin):
             self.protocol.release_answers()
         self.write_due()
 
-    @contextmanager
-    def answers_batch(self) -> Iterator[None]:
-        """hold_answers() for the duration of a block."""
-        self.hold_answers()
-        try:
-            yield
-        finally:
-            self.release_answers()
-
     def answers_held(self) -> bool:
         return self.protocol.answers_held()
 
@@ -443,8 +433,6 @@ class Connection(Driver, events.EventedMixin):
             with self.lock:
                 self.protocol.message_lost(len(message_ids))
             logger.warning("[%s] cannot finish %d messages: connection closed; nsqd will redeliver them", self.id, len(message_ids))
-
-    finish_batch = finish_many
 
     def touch_many(self, message_ids: list[bytes]) -> None:
         """TOUCH several messages in one write."""

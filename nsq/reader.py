@@ -16,7 +16,7 @@ from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, 
 
 from . import client, loops
 from .conn import Connection
-from .config import check_reader_settings
+from .config import Config, check_reader_settings
 from .errors import ConfigError, Error, ForkedError
 from .message import Message
 from .names import check_channel, check_topic
@@ -106,7 +106,7 @@ class Reader(metaclass=client.ClientMeta):
         self.concurrency = concurrency
         self.close_timeout = close_timeout
         self.max_reconnect_delay = max_reconnect_delay
-        self.config = client.make_config(conn_kwargs)
+        self.config = Config.from_kwargs(conn_kwargs)
         self.backend = self.config.backend
         self.conn_kwargs = conn_kwargs
         # The program's event loop, if it has one: user code is called there.
@@ -131,7 +131,6 @@ class Reader(metaclass=client.ClientMeta):
             lookupd_connect_timeout=lookupd_connect_timeout,
             lookupd_request_timeout=lookupd_request_timeout,
             on_heartbeat=self._on_heartbeat,
-            on_answered=self._count,
             poll_round=lambda: self.query_lookupd(),  # both overridable, as in pynsq
             connect=lambda host, port: self.connect_to_nsqd(host, port),
             before_tick=self._apply_disabled,
@@ -141,7 +140,7 @@ class Reader(metaclass=client.ClientMeta):
         self._forked_from: int | None = None  # the pid that started this Reader, when this is a forked child
         self._handling: set[int] = set()  # tasks currently inside a handler batch
         self._tasks: list[Any] = []
-        self._stats = {"received": 0, "finished": 0, "requeued": 0, "given_up": 0, "handler_errors": 0}
+        self._stats = {"given_up": 0, "handler_errors": 0}  # (received/finished/requeued: the subscription's)
         client.register(self)
         on_fork_in_child(self)
 
@@ -370,8 +369,6 @@ class Reader(metaclass=client.ClientMeta):
 
     def _dispatch(self, conn: Connection, messages: list[Message]) -> None:
         """The subscription's sink: one read's messages, to the workers or the program's loop."""
-        with self._lock:
-            self._stats["received"] += len(messages)
         bridge = self._bridge
         if bridge is not None and bridge.in_use():
             bridge.call_soon(self._handle_batch, conn, messages)
@@ -380,10 +377,6 @@ class Reader(metaclass=client.ClientMeta):
         else:
             for message in messages:
                 self._queue.put((conn, (message,)))
-
-    def _count(self, kind: str, count: int) -> None:
-        with self._lock:
-            self._stats[kind] += count
 
     def _worker(self) -> None:
         get = self._queue.get
@@ -589,10 +582,7 @@ class Reader(metaclass=client.ClientMeta):
     @from_any_thread()
     def stats(self) -> dict[str, Any]:
         """Counters since start, plus RDY and in-flight per connection."""
+        result = self._subscription.stats()
         with self._lock:
-            result: dict[str, Any] = dict(self._stats)
-            result["connections"] = len(self.conns)
-            result["total_rdy"] = self.total_rdy
-            result["in_backoff"] = self._subscription.rdy.in_backoff()
-        result["per_connection"] = self._subscription.per_connection()
+            result.update(self._stats)
         return result

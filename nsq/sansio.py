@@ -458,7 +458,8 @@ class NsqProtocol:
             else:
                 error = server_error(data)
                 # nsqd answers FIN/REQ/TOUCH only when they fail: such an error answers no request
-                pending = None if isinstance(error, _ANSWER_FAILURES) else self._answers.answered()
+                answers = self._answers
+                pending = None if isinstance(error, _ANSWER_FAILURES) or not answers else answers.popleft()
                 events.append(ErrorReceived(error, pending))
         if messages is not None:
             self.credit.arrived += len(messages)  # (this task is its only writer)

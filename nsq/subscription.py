@@ -22,7 +22,7 @@ from msgengine.supervisor import Supervisor
 
 from . import lookupd
 from .config import Config
-from .conn import Connection
+from .conn import Connection, MessageSink
 from .errors import ConfigError, Error
 from .message import Message
 from .rdy import RdyManager
@@ -30,7 +30,6 @@ from .rdy import RdyManager
 logger = logging.getLogger(__name__)
 
 Target = tuple[str, int, int]  # host, port, slot (several connections to one nsqd: slots 1, 2, ...)
-MessageSink = Callable[[Connection, list[Message]], None]
 
 
 class Subscription:
@@ -45,8 +44,8 @@ class Subscription:
     first connection to each nsqd (its ``connect_to_nsqd``); with
     ``max_in_flight_per_nsqd``, max_in_flight is each nsqd's budget (the Spark
     source's meaning) rather than the whole subscription's. ``before_tick()`` runs at each
-    redistribution tick; ``on_answered(kind, count)`` counts "finished" and
-    "requeued" answers; ``on_lost(conn)`` hears of each connection that closed.
+    redistribution tick; ``counts`` holds the messages "received",
+    "finished" and "requeued" so far; ``on_lost(conn)`` hears of each connection that closed.
     """
 
     def __init__(
@@ -70,7 +69,6 @@ class Subscription:
         connections_per_nsqd: int = 1,
         keep_discovered: bool = False,
         on_heartbeat: Callable[[Connection], None] | None = None,
-        on_answered: Callable[[str, int], None] | None = None,
         on_lost: Callable[[Connection], None] | None = None,
         poll_round: Callable[[], Any] | None = None,
         before_tick: Callable[[], None] | None = None,
@@ -93,7 +91,6 @@ class Subscription:
         self.keep_discovered = keep_discovered
         self._sink = sink
         self._on_heartbeat = on_heartbeat
-        self._on_answered = on_answered
         self._on_lost = on_lost
         self._poll_round = poll_round
         self._before_tick = before_tick
@@ -101,6 +98,8 @@ class Subscription:
         self._budget_per_nsqd = max_in_flight if max_in_flight_per_nsqd else None
         self._ticking = False
         self.conns: dict[str, Connection] = {}
+        #: messages received, finished and requeued so far (counted under the lock it takes anyway)
+        self.counts = {"received": 0, "finished": 0, "requeued": 0}
         #: why the last attempt to each nsqd failed (until one succeeds)
         self.connect_errors: dict[str, BaseException] = {}
         self.rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
@@ -346,15 +345,24 @@ class Subscription:
             self._send_rdy(self.rdy.set_max_in_flight(0))
         self.flush_all()
 
-    def per_connection(self) -> dict[str, dict[str, int]]:
+    def stats(self) -> dict[str, Any]:
+        """The counts, total RDY, backoff, and RDY and in-flight per connection."""
         with self._lock:
-            return {key: {"rdy": link.rdy, "in_flight": link.in_flight} for key, link in self.rdy.conns.items()}
+            result: dict[str, Any] = dict(self.counts)
+            result["connections"] = len(self.conns)
+            result["total_rdy"] = self.rdy.total_rdy
+            result["in_backoff"] = self.rdy.in_backoff()
+            result["per_connection"] = {
+                key: {"rdy": link.rdy, "in_flight": link.in_flight} for key, link in self.rdy.conns.items()
+            }
+        return result
 
     # -- messages ---------------------------------------------------------------------
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         """A connection's reader task, with the messages of one read."""
         with self._lock:
+            self.counts["received"] += len(messages)
             actions = self.rdy.on_messages(conn.credit.key, len(messages))
             if actions:
                 self._send_rdy(actions)
@@ -363,9 +371,8 @@ class Subscription:
         self._sink(conn, messages)
 
     def _on_response(self, conn: Connection, message: Message, success: bool | None) -> None:
-        if self._on_answered is not None:
-            self._on_answered("finished" if success else "requeued", 1)
         with self._lock:
+            self.counts["finished" if success else "requeued"] += 1
             actions, delay = self.rdy.on_response(conn.credit.key, success)
             if actions:
                 self._send_rdy(actions)
@@ -374,9 +381,8 @@ class Subscription:
     def finish_many(self, conn: Connection, message_ids: list[bytes]) -> None:
         """FIN messages the owner marked finished, in one write, and count them."""
         conn.finish_many(message_ids)
-        if self._on_answered is not None:
-            self._on_answered("finished", len(message_ids))
         with self._lock:
+            self.counts["finished"] += len(message_ids)
             actions, delay = self.rdy.on_finished(conn.credit.key, len(message_ids))
             if actions:
                 self._send_rdy(actions)

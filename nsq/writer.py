@@ -17,7 +17,7 @@ from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_th
 from msgengine.supervisor import Supervisor
 
 from . import client, codec, events, loops
-from .config import check_writer_settings
+from .config import Config, check_writer_settings
 from .conn import MAX_DELAY_MS, Connection
 from .errors import (
     AuthError,
@@ -135,14 +135,13 @@ class Writer:
         self.join_publishes = join_publishes
         self.conn_kwargs = conn_kwargs
         self._targets = [client.split_host_port(a) for a in addresses]
-        self.config = client.make_config(conn_kwargs)
+        self.config = Config.from_kwargs(conn_kwargs)
         self.backend = self.config.backend
         self._bridge = loops.program_loop(self.config.io_loop, self.backend)
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
         self._round_robin = itertools.count()
-        self._last_connect_error: BaseException | None = None
         # Blocking publishes in flight; one task expires them at their deadline
         # (cheaper than a timer per call).
         self._blocking: set[Pending] = set()
@@ -227,11 +226,7 @@ class Writer:
         """One connection attempt (the supervisor retries with backoff)."""
         generation = self._generation
         conn = Connection(target[0], target[1], self.config)
-        try:
-            conn.connect()
-        except Exception as exc:
-            self._last_connect_error = exc
-            raise
+        conn.connect()  # (a failure is the supervisor's last_error)
         if generation != self._generation:  # forked while connecting: this connection is the parent's
             conn.after_fork_in_child()
             return None
@@ -286,7 +281,7 @@ class Writer:
                 raise SendError("writer is closed")
             remaining = deadline - monotonic()
             if remaining <= 0:
-                error = self._last_connect_error
+                error = self._supervisor.last_error if self._supervisor is not None else None
                 if isinstance(error, (AuthError, FeatureNegotiationError, ssl.SSLError)):
                     raise error  # a reason that retrying will not fix: say it
                 raise SendError("no open connections", error)
