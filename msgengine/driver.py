@@ -11,20 +11,46 @@ bytes``, ``flush_due() -> bool`` and ``close() -> pending requests``) and
 handles the events in ``handle_events``.
 
 The protocol object is not thread-safe: commands go into it under
-``self.lock`` (``command``); ``receive_data`` is called by the reader task
-alone, without the lock, so a protocol object must make that one call safe
-beside commands (it may only touch state no command writes), and events are
-handled outside any lock.
+``self.lock`` (``command``); ``receive_data`` is called by one reading task
+at a time, without the lock, so a protocol object must make that one call
+safe beside commands (it may only touch state no command writes), and events
+are handled outside any lock.
+
+Who reads. By default the reader task reads for ever. With
+``enable_caller_reads()`` (a request/response client: the NSQ Writer) a task
+that waits for an answer reads the stream itself when no other task does,
+the leader/follower pattern: the one reading is the leader; tasks that wait
+meanwhile are followers; a leader whose own answer came hands the read to a
+follower still waiting (or, with answers outstanding and no follower, to the
+reader task). A lone caller so pays no hand-off between tasks at all: it
+writes its request and reads its answer, spinning a few non-blocking reads
+first while the answer usually takes less time to come than a sleep and a
+wake-up would (adaptive: the spin shrinks when it misses). The reader task
+then reads only while no caller does (heartbeats between publishes, answers
+of publishes with callbacks), parking while callers read.
 """
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Any, Callable, Protocol
 
+from .correlator import Pending
 from .errors import StreamClosedError
 from .runtime import Backend, monotonic
 
 logger = logging.getLogger(__name__)
+
+#: the read token's holder when the reader task reads (caller reads enabled)
+_READER_TASK = "reader task"
+#: how long the reader task parks while callers read, before it looks again
+PARK_SECONDS = 0.05
+#: how long a lone leader tries non-blocking reads before it sleeps (an answer
+#: over loopback usually comes sooner than a sleep and a wake-up would take)
+SPIN_SECONDS = 60e-6
+#: spins that missed in a row before the leaders stop spinning (a slow or
+#: distant server), and for how many reads they stop
+SPIN_MISSES, SPIN_PAUSE = 4, 256
 
 
 class SansIOProtocol(Protocol):
@@ -35,6 +61,8 @@ class SansIOProtocol(Protocol):
     def flush_due(self) -> bool: ...
 
     def close(self) -> list: ...
+
+    def waiting_answers(self) -> int: ...
 
 
 class Driver:
@@ -58,6 +86,14 @@ class Driver:
         self._reader_task: Any = None
         self._watchdog: Any = None
         self._close_listeners: list[Callable[[Any], None]] = []
+        # caller reads (leader/follower), all under self.lock
+        self.callers_read = False
+        self._read_owner: Any = None  # None, _READER_TASK or the leading caller's Pending
+        self._followers: collections.deque[Pending] = collections.deque()
+        self._callers_active = False  # a caller waited since the reader task last looked
+        self._reader_wake: Any = None
+        self._spin_misses = 0
+        self._spin_pause = 0
 
     # -- running --------------------------------------------------------------
 
@@ -65,7 +101,13 @@ class Driver:
         """The handshake is done: start the reader task and, with a read
         timeout, the watchdog."""
         self.last_recv_timestamp = monotonic()
-        self._reader_task = self.backend.spawn(self._read_loop)
+        if self.callers_read and not hasattr(self.stream, "recv_within"):
+            self.callers_read = False  # (a stream that cannot wait with a deadline: TLS, compression)
+        if self.callers_read:
+            self._reader_wake = self.backend.event()
+            self._reader_task = self.backend.spawn(self._shared_read_loop)
+        else:
+            self._reader_task = self.backend.spawn(self._read_loop)
         if read_timeout is not None:
             self._watchdog = self.backend.call_every(min(read_timeout / 4, 1.0), self._check_alive, read_timeout)
 
@@ -111,8 +153,171 @@ class Driver:
             self.close_now(error)
 
     def handle_events(self, events: list) -> None:
-        """Act on what the protocol object reported (called on the reader task)."""
+        """Act on what the protocol object reported (called by the task that read)."""
         raise NotImplementedError
+
+    # -- caller reads (leader/follower) ---------------------------------------
+
+    def enable_caller_reads(self) -> None:
+        """Before start_io(): let callers of await_answer() read the stream
+        themselves (see the module docstring). Streams that cannot wait with
+        a deadline keep the reader task as the only reader."""
+        self.callers_read = True
+
+    def _shared_read_loop(self) -> None:
+        """The reader task under caller reads: it reads while no caller has
+        waited for a whole park interval, and after each read hands the read
+        to a waiting caller, if any, and parks."""
+        error: BaseException | None = None
+        try:
+            stream = self.stream
+            receive = self.protocol.receive_data
+            handle = self.handle_events
+            lock = self.lock
+            wake = self._reader_wake
+            while not self.io_stopped:
+                with lock:
+                    owner = self._read_owner
+                    if owner is None and not self._callers_active:
+                        self._read_owner = owner = _READER_TASK
+                    self._callers_active = False
+                if owner is not _READER_TASK:
+                    wake.wait(PARK_SECONDS)  # (set when a leader leaves answers outstanding and no follower)
+                    wake.clear()  # (the owner, checked under the lock, is what counts, not the wake)
+                    continue
+                data = stream.recv()
+                if not data:
+                    raise self.closed_error("%s closed the connection" % (self.name,))
+                self.last_recv_timestamp = monotonic()
+                events = receive(data)
+                if events:
+                    handle(events)
+                if self._followers:
+                    with lock:
+                        if self._read_owner is _READER_TASK:
+                            self._pass_read_locked()
+        except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
+            error = exc
+        if not self.io_stopped:
+            if error is not None and not isinstance(error, (ConnectionError, OSError)):
+                logger.error("[%s] closing after error: %r", self.name, error)
+            self.close_now(error)
+
+    def reader_needed(self) -> None:
+        """A request was queued whose sender will not wait in await_answer()
+        (a callback): make sure some task reads its answer."""
+        if self.callers_read:
+            with self.lock:
+                if self._read_owner is None:
+                    self._read_owner = _READER_TASK
+                    self._reader_wake.set()
+
+    def await_answer(self, pending: Pending, deadline: float) -> None:
+        """Return once ``pending`` has its result, or ``deadline`` (monotonic)
+        passed (``pending.result`` is then still None). With caller reads,
+        this task reads the stream itself when no other task does; otherwise
+        ``pending`` needs an event (anything with set() and wait()) that its
+        owner sets at the deadline. The owner of a pending whose event is
+        None sets the event it finds there at the deadline, if any."""
+        if not self.callers_read:
+            pending.event.wait()
+            return
+        while True:
+            with self.lock:
+                self._callers_active = True
+                owner = self._read_owner
+                if owner is pending or (owner is None and not self.io_stopped and pending.result is None):
+                    self._read_owner = pending
+                    lead = True
+                else:
+                    lead = False
+                    pending.event = self.backend.waiter()  # (a fresh one-shot for every wait)
+                    if pending.result is not None:
+                        return
+                    if not self.io_stopped:  # (once closed, the close resolves every request: just wait)
+                        self._followers.append(pending)
+            if lead:
+                self._lead(pending, deadline)
+            else:
+                pending.event.wait()  # answered, made leader, closed, or woken at the deadline
+                with self.lock:
+                    if self._read_owner is pending:
+                        continue  # made leader
+                    if pending.result is None and pending in self._followers:
+                        self._followers.remove(pending)  # (it is leaving or will wait afresh)
+            if pending.result is not None or monotonic() >= deadline:
+                return
+
+    def _lead(self, pending: Pending, deadline: float) -> None:
+        """Read and dispatch until pending has its answer, then pass the read on."""
+        stream = self.stream
+        receive = self.protocol.receive_data
+        dispatching = False
+        try:
+            while pending.result is None and not self.io_stopped:
+                data = None
+                if self._followers:  # others wait to run: no spinning
+                    pass
+                elif self._spin_pause:
+                    self._spin_pause -= 1
+                else:
+                    data = stream.poll_recv(monotonic() + SPIN_SECONDS)
+                    if data is not None:
+                        self._spin_misses = 0
+                    elif self._spin_misses < SPIN_MISSES:
+                        self._spin_misses += 1
+                    else:
+                        self._spin_misses = 0
+                        self._spin_pause = SPIN_PAUSE
+                if data is None:
+                    remaining = deadline - monotonic()
+                    if remaining <= 0:
+                        break
+                    data = stream.recv_within(remaining)
+                    if data is None:
+                        break
+                if not data:
+                    raise self.closed_error("%s closed the connection" % (self.name,))
+                self.last_recv_timestamp = monotonic()
+                dispatching = True
+                events = receive(data)
+                if events:
+                    self.handle_events(events)
+                dispatching = False
+        except Exception as exc:  # the stream or the protocol failed: the connection is done
+            if not self.io_stopped:
+                if not isinstance(exc, (ConnectionError, OSError)):
+                    logger.error("[%s] closing after error: %r", self.name, exc)
+                self.close_now(exc)
+        except BaseException as exc:  # interrupted (Ctrl-C, a gevent Timeout, a kill)
+            if dispatching and not self.io_stopped:  # events read but not acted on: answers would be lost
+                self.close_now(exc)
+            raise
+        finally:
+            with self.lock:
+                if self._read_owner is pending:
+                    self._pass_read_locked()
+
+    def _pass_read_locked(self) -> None:
+        """The reader gives up the read (under self.lock): to the first
+        follower still waiting, else to the reader task while answers are
+        outstanding, else to no one."""
+        followers = self._followers
+        if self.io_stopped:  # the close resolves every request: nothing is left to read
+            followers.clear()
+            self._read_owner = None
+            return
+        while followers:
+            follower = followers.popleft()
+            if follower.result is None:
+                self._read_owner = follower
+                follower.event.set()
+                return
+        if self.protocol.waiting_answers():
+            self._read_owner = _READER_TASK
+            self._reader_wake.set()
+        else:
+            self._read_owner = None
 
     # -- writing --------------------------------------------------------------
 
@@ -185,6 +390,8 @@ class Driver:
                 self.stream.close()
             except Exception:
                 pass
+        if self._reader_wake is not None:
+            self._reader_wake.set()  # a parked reader task ends
         closed = self.closed_error("connection to %s closed%s" % (self.name, ": %s" % (error,) if error else ""))
         for pending in waiting:
             pending.resolve(self, closed)

@@ -4,6 +4,8 @@ does after IDENTIFY). Each
 offers send(bytes), recv() -> bytes-like (empty at EOF), settimeout() and
 close(); the two that sit directly on the socket (plain and TLS) also offer
 recv_exact(n), which never reads past what it returns, for the handshake.
+The plain stream also reads without waiting (poll_recv) and with a deadline
+(recv_within), what a caller that reads its own answer needs.
 
 Costs on the hot path: one recv syscall of up to read_size (256 KiB) per
 recv() on every layer. TLS runs OpenSSL over in-memory BIOs, so a single
@@ -14,14 +16,17 @@ is C/Rust (zlib; python-snappy over cramjam).
 """
 from __future__ import annotations
 
+import _socket
+import math
 import os
+import select
 import socket
 import ssl
 import zlib
 from typing import Any, Mapping
 
 from .errors import EngineConfigError as ConfigError
-from .runtime import os_lock
+from .runtime import monotonic, os_lock
 
 DEFAULT_READ_SIZE = 256 * 1024
 
@@ -49,12 +54,61 @@ class _OnSocket:
 
 
 class PlainStream(_OnSocket):
-    """A TCP socket; recv() reuses one buffer and returns a view valid until the next call."""
+    """A TCP socket; recv() reuses one buffer and returns a view valid until the next call.
+
+    The socket is an OS socket in blocking mode (threads) or a cooperative
+    one (gevent's, non-blocking underneath, waiting in the hub)."""
 
     def __init__(self, sock: socket.socket, read_size: int = DEFAULT_READ_SIZE) -> None:
         super().__init__(sock)
         self._buffer = bytearray(read_size)
         self._view = memoryview(self._buffer)
+        self._os_socket = isinstance(sock, _socket.socket)  # (gevent's socket wraps one, it is not one)
+        self._poller: Any = None
+        if self._os_socket:
+            self._poller = select.poll()
+            self._poller.register(sock.fileno(), select.POLLIN)
+
+    def poll_recv(self, until: float) -> memoryview | None:
+        """Reads that never wait, tried until ``until`` (monotonic): what arrived, or None."""
+        sock = self.sock
+        buffer = self._buffer
+        if self._os_socket:
+            while True:
+                try:
+                    return self._view[: sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)]
+                except BlockingIOError:
+                    if monotonic() >= until:
+                        return None
+        sock.settimeout(0.0)  # (a cooperative socket's reads do not wait with a timeout of 0)
+        try:
+            while True:
+                try:
+                    return self._view[: sock.recv_into(buffer)]
+                except BlockingIOError:
+                    if monotonic() >= until:
+                        return None
+        finally:
+            sock.settimeout(None)
+
+    def recv_within(self, timeout: float) -> memoryview | None:
+        """One read that waits at most ``timeout`` seconds: None when nothing came."""
+        sock = self.sock
+        if self._os_socket:
+            try:
+                return self._view[: sock.recv_into(self._buffer, 0, socket.MSG_DONTWAIT)]
+            except BlockingIOError:
+                pass
+            if not self._poller.poll(max(1, math.ceil(timeout * 1000))):
+                return None
+            return self._view[: sock.recv_into(self._buffer)]  # readable (or at its end): does not wait
+        sock.settimeout(timeout)
+        try:
+            return self._view[: sock.recv_into(self._buffer)]
+        except socket.timeout:
+            return None
+        finally:
+            sock.settimeout(None)
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)

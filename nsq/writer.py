@@ -69,29 +69,50 @@ class _TopicLane:
                 batches.append(([body], [waiter], [len(body) + 4]))
                 return
             self.busy = True
-        self._send([body], [waiter])
-
-    def _send(self, bodies: list[bytes], waiters: list[Pending]) -> None:
-        if len(bodies) == 1:
-            data = codec.encode_pub(self.topic, bodies[0])
-        else:
-            data = codec.encode_mpub(self.topic, bodies)
-        shared = Pending(callback=lambda conn, result: self._answered(waiters, result))
-        try:
-            self.conn.send_request(data, shared)
+        try:  # (the common case, one PUB and nothing in flight, without lists)
+            self.conn.send_request(codec.encode_pub(self.topic, body), _LaneAnswer(self, waiter))
         except ConnectionClosedError as exc:
-            self._answered(waiters, exc)
+            waiter.resolve(self.conn, exc)
+            self.next_batch()
 
-    def _answered(self, waiters: list[Pending], result: Any) -> None:
-        conn = self.conn
-        for waiter in waiters:
-            waiter.resolve(conn, result)
-        with self._lock:
-            if not self.batches:
-                self.busy = False
+    def next_batch(self) -> None:
+        """The command in flight was answered: send the next batch, or go idle."""
+        while True:
+            with self._lock:
+                if not self.batches:
+                    self.busy = False
+                    return
+                bodies, waiters, _ = self.batches.popleft()
+            data = codec.encode_pub(self.topic, bodies[0]) if len(bodies) == 1 else codec.encode_mpub(self.topic, bodies)
+            try:
+                self.conn.send_request(data, _LaneAnswer(self, waiters))
                 return
-            bodies, next_waiters, _ = self.batches.popleft()
-        self._send(bodies, next_waiters)
+            except ConnectionClosedError as exc:
+                conn = self.conn
+                for waiter in waiters:
+                    waiter.resolve(conn, exc)
+
+
+class _LaneAnswer(Pending):
+    """The answer to a lane's command: resolves the waiter (or each of the
+    list of waiters) it carried, then lets the lane send its next batch."""
+
+    __slots__ = ("lane", "waiters")
+
+    def __init__(self, lane: _TopicLane, waiters: "Pending | list[Pending]") -> None:
+        self.lane = lane
+        self.waiters = waiters
+        self.result = None
+
+    def resolve(self, source: Any, result: Any) -> None:
+        self.result = result
+        waiters = self.waiters
+        if waiters.__class__ is list:
+            for waiter in waiters:
+                waiter.resolve(source, result)
+        else:
+            waiters.resolve(source, result)
+        self.lane.next_batch()
 
 
 class Writer:
@@ -226,6 +247,7 @@ class Writer:
         """One connection attempt (the supervisor retries with backoff)."""
         generation = self._generation
         conn = Connection(target[0], target[1], self.config)
+        conn.enable_caller_reads()  # a blocking publish reads its own answer when no one else reads
         conn.connect()  # (a failure is the supervisor's last_error)
         if generation != self._generation:  # forked while connecting: this connection is the parent's
             conn.after_fork_in_child()
@@ -395,15 +417,16 @@ class Writer:
         blocking = self._blocking
         while True:
             conn = self._pick(exclude=tried, deadline=deadline)
-            waiter = Pending(event=self.backend.waiter(), deadline=deadline)
+            # (a connection whose callers read makes the event only if this call has to wait for another reader)
+            waiter = Pending(event=None if conn.callers_read else self.backend.waiter(), deadline=deadline)
             blocking.add(waiter)
             try:
                 try:
                     send(conn, waiter)
                 except ConnectionClosedError as exc:
                     waiter.result = exc
-                    waiter.event.set()
-                waiter.event.wait()  # set by the answer, or by _expire_blocking at the deadline
+                else:
+                    conn.await_answer(waiter, deadline)  # the answer, the close, or the deadline (_expire_blocking)
             finally:
                 blocking.discard(waiter)
             result = waiter.result
@@ -426,7 +449,9 @@ class Writer:
             return
         now = monotonic()
         for waiter in [w for w in self._blocking.copy() if w.deadline <= now]:  # (copy(): atomic against other threads)
-            waiter.event.set()
+            event = waiter.event
+            if event is not None:  # (None: the caller reads the stream itself, with the deadline)
+                event.set()
 
     def _publish_with_callback(self, send: Callable[[Connection, Pending], None], callback: Callback, retried: bool) -> None:
         try:
@@ -446,6 +471,8 @@ class Writer:
             send(conn, waiter)
         except ConnectionClosedError as exc:
             answered(conn, exc)
+        else:
+            conn.reader_needed()  # no caller waits to read this answer
 
     # -- lifecycle --------------------------------------------------------
 
