@@ -240,6 +240,8 @@ class Driver:
                 self._lead(pending, deadline)
             else:
                 pending.event.wait()  # answered, made leader, closed, or woken at the deadline
+                if pending.result is not None and self._read_owner is not pending:
+                    return  # (answered: the common case, without the lock)
                 with self.lock:
                     if self._read_owner is pending:
                         continue  # made leader

@@ -36,6 +36,18 @@ class ConnectionClosedError(Error, ConnectionError):
     """The connection closed before the command was answered."""
 
 
+class PartialPublishError(Error):
+    """``Writer.pub_many`` could not publish everything: ``published``
+    messages from the start are known to be in nsqd (later ones may be too:
+    retrying from there can publish some twice); ``error`` is the first
+    failure (also the ``__cause__``)."""
+
+    def __init__(self, msg: str, published: int, error: BaseException) -> None:
+        super().__init__(msg)
+        self.published = published
+        self.error = error
+
+
 class IntegrityError(Error):
     """Kept from pynsq; raised when a message's own data is inconsistent."""
 

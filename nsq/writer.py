@@ -27,6 +27,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidBodyError,
     MessageTooLargeError,
+    PartialPublishError,
     SendError,
     TimeoutError,
 )
@@ -113,6 +114,30 @@ class _LaneAnswer(Pending):
         else:
             waiters.resolve(source, result)
         self.lane.next_batch()
+
+
+#: send(conn, waiter, what): put one publish on conn (what: the command's bytes, or a lane's topic and body)
+Send = Callable[[Connection, Pending, Any], None]
+
+
+def _send_request(conn: Connection, waiter: Pending, data: bytes) -> None:
+    conn.send_request(data, waiter)
+
+
+def _batches(bodies: Any, count: int, max_bytes: int) -> Iterable[list]:
+    """Lists of at most count bodies whose MPUB body stays within max_bytes
+    (a single body larger than that still makes a batch: MPUB's checks refuse it)."""
+    batch: list = []
+    size = 4
+    for body in bodies:
+        grown = size + 4 + (len(body) if isinstance(body, (bytes, bytearray, memoryview)) else 0)
+        if batch and (len(batch) >= count or grown > max_bytes):
+            yield batch
+            batch, grown = [], 8 + (len(body) if isinstance(body, (bytes, bytearray, memoryview)) else 0)
+        batch.append(body)
+        size = grown
+    if batch:
+        yield batch
 
 
 class Writer:
@@ -354,9 +379,14 @@ class Writer:
         topic = check_topic(topic)
         body = self._check_body(msg)
         if self.join_publishes:
-            return self._submit(lambda conn, waiter: self._lane(conn, topic).publish(body, waiter), callback)
-        data = codec.encode_pub(topic, body)
-        return self._submit(lambda conn, waiter: conn.send_request(data, waiter), callback)
+            send, what = self._send_to_lane, (topic, body)
+        else:
+            send, what = _send_request, codec.encode_pub(topic, body)
+        if callback is None and self._bridge is None:  # (the common case, without _submit's questions)
+            if self._generation != fork_generation():
+                self._start_tasks()
+            return self._publish_blocking(send, what)
+        return self._submit(send, what, callback)
 
     def mpub(
         self,
@@ -372,7 +402,7 @@ class Writer:
         if (msg is None) == (msgs is None):
             raise InvalidBodyError("mpub needs the message bodies: mpub(topic, [body, ...])")
         data = self._encode_mpub(topic, msg if msg is not None else msgs)
-        return self._submit(lambda conn, waiter: conn.send_request(data, waiter), callback)
+        return self._submit(_send_request, data, callback)
 
     def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
         topic = check_topic(topic)
@@ -380,24 +410,107 @@ class Writer:
             # (nsqd would read a larger delay wrapped around: 2**64 ms as 0)
             raise InvalidArgumentError("dpub delay_ms must be an int from 0 to %d, not %r" % (MAX_DELAY_MS, delay_ms))
         data = codec.encode_dpub(topic, delay_ms, self._check_body(msg))
-        return self._submit(lambda conn, waiter: conn.send_request(data, waiter), callback)
+        return self._submit(_send_request, data, callback)
 
-    def _lane(self, conn: Connection, topic: str) -> _TopicLane:
+    def pub_many(self, topic: str, bodies: Iterable[bytes], batch_size: int = 100, window: int = 8) -> int:
+        """Publish many messages from one caller, pipelined: MPUBs of up to
+        ``batch_size`` messages (and ``max_body_size`` bytes), with up to
+        ``window`` of them awaiting nsqd's answer at once, all on one
+        connection (nsqd keeps their order). Blocks; returns how many were
+        published once nsqd acknowledged every MPUB.
+
+        If one fails (or a body is refused), no further MPUB is sent and,
+        once every MPUB sent has its answer, ``PartialPublishError`` is
+        raised: its ``published`` messages from the start are in nsqd, its
+        ``error`` is the first failure. A failure before anything was sent
+        is raised as it is."""
+        topic = check_topic(topic)
+        for name, value in (("batch_size", batch_size), ("window", window)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError("pub_many %s must be a positive int, not %r" % (name, value))
+        if isinstance(bodies, (bytes, bytearray, memoryview, str)) or not isinstance(bodies, Iterable):
+            raise InvalidBodyError("pub_many needs an iterable of bytes bodies, not %s" % type(bodies).__name__)
+        self._in_this_process()
+        bridge = self._bridge
+        if bridge is not None and bridge.in_loop_thread():
+            raise InvalidArgumentError("pub_many blocks: call it from a worker thread, not the event loop's thread")
+        return self._pub_many(topic, iter(bodies), batch_size, window)
+
+    @from_any_thread()
+    def _pub_many(self, topic: str, bodies: Any, batch_size: int, window: int) -> int:
+        conn = self._pick()
+        in_flight: collections.deque[tuple[int, int, Pending]] = collections.deque()  # (batch index, count, answer)
+        sent = published = 0
+        failure: BaseException | None = None
+        failed_at = 0  # the index of the batch that failed first (when failure is set)
+        blocking = self._blocking
+
+        def settle() -> None:
+            nonlocal published, failure, failed_at
+            index, count, pending = in_flight.popleft()
+            try:
+                conn.await_answer(pending, pending.deadline)
+            finally:
+                blocking.discard(pending)
+            result = pending.result
+            if result is None:
+                result = TimeoutError("nsqd %s did not answer an MPUB within %.1fs" % (conn.id, self.publish_timeout))
+            if isinstance(result, BaseException):
+                if failure is None or index < failed_at:  # (a body refused later may have been seen first)
+                    failure, failed_at = result, index
+            elif failure is None or index < failed_at:
+                published += count
+
+        limit = min(self.max_body_size, 1024 * 1024)
+        for index, batch in enumerate(_batches(bodies, batch_size, limit)):
+            try:
+                data = self._encode_mpub(topic, batch)
+            except Error as exc:
+                if failure is None:
+                    failure, failed_at = exc, index
+                break
+            pending = Pending(event=None if conn.callers_read else self.backend.waiter(),
+                              deadline=monotonic() + self.publish_timeout)
+            blocking.add(pending)
+            in_flight.append((index, len(batch), pending))
+            try:
+                conn.send_request(data, pending)
+            except ConnectionClosedError as exc:
+                pending.result = exc
+            sent += 1
+            while len(in_flight) >= window or (in_flight and in_flight[0][2].result is not None):
+                settle()
+            if failure is not None:
+                break
+        while in_flight:
+            settle()
+        if failure is not None:
+            if not sent:
+                raise failure
+            raise PartialPublishError(
+                "pub_many stopped after %d messages known to be published: %s" % (published, failure),
+                published, failure,
+            ) from failure
+        return published
+
+    def _send_to_lane(self, conn: Connection, waiter: Pending, topic_and_body: tuple[str, bytes]) -> None:
+        """A PUB goes into its topic's lane on conn (joined with others while one is in flight)."""
+        topic, body = topic_and_body
         key = (id(conn), topic)
         lane = self._lanes.get(key)
         if lane is None or lane.conn is not conn:
             lane = self._lanes[key] = _TopicLane(conn, topic, min(self.max_body_size, 1024 * 1024))
-        return lane
+        lane.publish(body, waiter)
 
-    def _submit(self, send: Callable[[Connection, Pending], None], callback: Callback | None) -> Any:
+    def _submit(self, send: "Send", what: Any, callback: Callback | None) -> Any:
         self._in_this_process()
         bridge = self._bridge
         if bridge is not None and callback is not None:
             callback = bridge.wrap_callback(callback)  # called on the program's loop, as pynsq does
         if bridge is None or not bridge.in_loop_thread():
             if callback is None:
-                return self._publish_blocking(send)
-            self.backend.call_threadsafe(self._publish_with_callback, send, callback, False)
+                return self._publish_blocking(send, what)
+            self.backend.call_threadsafe(self._publish_with_callback, send, what, callback, False)
             return None
         # On the running loop's thread: never block it.
         result = None
@@ -405,13 +518,13 @@ class Writer:
             result, resolve = bridge.future("publish")
             callback = lambda conn, data: resolve(data)  # noqa: E731
         if self._conn_list:
-            self._publish_with_callback(send, callback, False)
+            self._publish_with_callback(send, what, callback, False)
         else:  # waiting for a connection would stall the loop: wait on a task
-            self.backend.spawn(self._publish_with_callback, send, callback, False)
+            self.backend.spawn(self._publish_with_callback, send, what, callback, False)
         return result
 
-    @from_any_thread(timeout=lambda self, send: self.publish_timeout + FOREIGN_THREAD_GRACE)
-    def _publish_blocking(self, send: Callable[[Connection, Pending], None]) -> bytes:
+    @from_any_thread(timeout=lambda self, send, what: self.publish_timeout + FOREIGN_THREAD_GRACE)
+    def _publish_blocking(self, send: "Send", what: Any) -> bytes:
         deadline = monotonic() + self.publish_timeout
         tried: Connection | None = None
         blocking = self._blocking
@@ -422,7 +535,7 @@ class Writer:
             blocking.add(waiter)
             try:
                 try:
-                    send(conn, waiter)
+                    send(conn, waiter, what)
                 except ConnectionClosedError as exc:
                     waiter.result = exc
                 else:
@@ -453,7 +566,7 @@ class Writer:
             if event is not None:  # (None: the caller reads the stream itself, with the deadline)
                 event.set()
 
-    def _publish_with_callback(self, send: Callable[[Connection, Pending], None], callback: Callback, retried: bool) -> None:
+    def _publish_with_callback(self, send: "Send", what: Any, callback: Callback, retried: bool) -> None:
         try:
             conn = self._pick()
         except Error as exc:
@@ -462,13 +575,13 @@ class Writer:
 
         def answered(conn: Connection, result: Any) -> None:
             if isinstance(result, ConnectionClosedError) and self.retry_publish and not retried:
-                self.backend.spawn(self._publish_with_callback, send, callback, True)
+                self.backend.spawn(self._publish_with_callback, send, what, callback, True)
                 return
             callback(conn, result)
 
         waiter = Pending(callback=answered)
         try:
-            send(conn, waiter)
+            send(conn, waiter, what)
         except ConnectionClosedError as exc:
             answered(conn, exc)
         else:
