@@ -38,7 +38,7 @@ def main(json_path: str, png_path: str) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("messages / second (log scale)")
     ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels([w["label"].replace(", ", ",\n", 1) for w in workloads], fontsize=8)
+    ax.set_xticklabels([w["label"].replace("`", "").replace(", ", ",\n", 1) for w in workloads], fontsize=8)
     ax.grid(axis="y", which="both", alpha=0.3)
     ax.set_axisbelow(True)
     m = report.get("machine", {})

@@ -8,6 +8,7 @@ from .errors import (
     ConnectionClosedError,
     Error,
     IntegrityError,
+    PartialPublishError,
     ProtocolError,
     SendError,
 )

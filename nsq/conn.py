@@ -322,7 +322,9 @@ class Connection(Driver, events.EventedMixin):
     def send_request(self, data: bytes, pending: Pending | None = None) -> None:
         """Queue a command nsqd answers (PUB, MPUB, DPUB, SUB, CLS) and write
         it; ``pending`` is resolved with the answer (bytes or an nsq.Error).
-        Raises ConnectionClosedError when the connection is not open."""
+        Raises ConnectionClosedError when the connection is not open. On a
+        connection whose callers read (a Writer's), the caller then waits
+        in ``await_answer()``, or calls ``reader_needed()``."""
         self.command(self.protocol.send_request, data, pending)
 
     def send(self, data: bytes, waiter: Pending | None = None, flush: bool = True) -> None:
@@ -336,11 +338,14 @@ class Connection(Driver, events.EventedMixin):
                 self.protocol.send_unanswered(data)
         if flush:
             self.flush()
+        if waiter is not None:
+            self.reader_needed()
 
     def request(self, data: bytes, timeout: float | None = None) -> bytes:
         """Send a command that nsqd answers and block for the answer."""
         pending = Pending(event=self.backend.event())
         self.send_request(data, pending)
+        self.reader_needed()
         if not pending.event.wait(timeout if timeout is not None else (self.config.timeout or 1.0) * 10):
             raise ConnectionClosedError("no answer from nsqd %s in time" % (self.id,))
         if isinstance(pending.result, BaseException):
@@ -350,6 +355,7 @@ class Connection(Driver, events.EventedMixin):
     def subscribe(self, topic: str, channel: str) -> None:
         pending = Pending(event=self.backend.event())
         self.command(self.protocol.subscribe, topic, channel, pending)
+        self.reader_needed()
         if not pending.event.wait((self.config.timeout or 1.0) * 10):
             raise ConnectionClosedError("no answer to SUB from nsqd %s in time" % (self.id,))
         if isinstance(pending.result, BaseException):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import ssl
 import sys
 import time
@@ -20,7 +21,7 @@ now = time.perf_counter
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--mode", choices=("consume", "pub", "concurrent", "mpub", "feed"), required=True)
+    p.add_argument("--mode", choices=("consume", "pub", "concurrent", "mpub", "pubmany", "feed"), required=True)
     p.add_argument("--nsqd", required=True, help="nsqd TCP address(es), host:port[,host:port...]")
     p.add_argument("--nsqd-http", default="", help="nsqd HTTP address (feed mode: watches the channel depth)")
     p.add_argument("--topic", required=True)
@@ -30,7 +31,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("gevent", "threads"), default="gevent")
     p.add_argument("--no-patch", action="store_true", help="gevent backend without monkey.patch_all()")
     p.add_argument("--concurrency", type=int, default=64, help="publishers (concurrent mode)")
-    p.add_argument("--batch", type=int, default=100, help="messages per MPUB (mpub and feed modes)")
+    p.add_argument("--batch", type=int, default=100, help="messages per MPUB (mpub, pubmany and feed modes)")
     p.add_argument("--size", type=int, default=100, help="message body size")
     p.add_argument("--max-depth", type=int, default=200_000, help="feed mode: pause while the channel holds this many")
     p.add_argument("--snappy", action="store_true")
@@ -66,6 +67,37 @@ def report(result: dict) -> None:
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     sys.stdin.read()  # until the driver has read our CPU time and closes stdin
+
+
+def latency_summary(per_caller: list[list[float]]) -> dict:
+    """p50, p99 and max (ms) of every call's duration (seconds, one list per caller)."""
+    merged = [d for durations in per_caller for d in durations]
+    if not merged:
+        return {}
+    merged.sort()
+    n = len(merged)
+
+    def rank(q: float) -> float:  # nearest rank: the smallest with at least q of the calls at or under it
+        return merged[min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))] * 1000
+
+    return {
+        "p50_latency_ms": rank(0.50),
+        "p99_latency_ms": rank(0.99),
+        "max_latency_ms": merged[-1] * 1000,
+        "latency_samples": n,
+    }
+
+
+def peak_rss_mb() -> float | None:
+    """This process's VmHWM (peak resident set), in MB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def depth_of(http_address: str, topic: str, channel: str) -> int | None:

@@ -20,8 +20,10 @@ import time  # noqa: E402
 
 import nsq  # noqa: E402
 from nsq import codec  # noqa: E402
+from nsq.errors import PartialPublishError  # noqa: E402
 
 now = _common.now
+PUB_MANY_WINDOW = 8  # MPUBs awaiting nsqd's answer at once (pubmany mode)
 
 
 def conn_options(args) -> dict:
@@ -81,6 +83,8 @@ def publish(args) -> dict:
     errors = [0]
     pub = writer.pub
     mpub = writer.mpub
+    latencies: list[list[float]] = []  # concurrent mode: one list per caller, seconds per pub
+    lock = threading.Lock()  # done/errors from many threads (threads backend)
 
     def pub_loop(n: int) -> None:
         ok = 0
@@ -89,15 +93,49 @@ def publish(args) -> dict:
                 pub(topic, body)
                 ok += 1
             except nsq.Error as exc:
-                errors[0] += 1
+                with lock:
+                    errors[0] += 1
                 print("pub failed: %s" % exc, file=sys.stderr)
-        done[0] += ok
+        with lock:
+            done[0] += ok
 
+    def timed_pub_loop(n: int) -> None:
+        ok = 0
+        mine: list[float] = []
+        latencies.append(mine)
+        append = mine.append
+        for _ in range(n):
+            t0 = now()
+            try:
+                pub(topic, body)
+                ok += 1
+            except nsq.Error as exc:
+                with lock:
+                    errors[0] += 1
+                print("pub failed: %s" % exc, file=sys.stderr)
+            append(now() - t0)
+        with lock:
+            done[0] += ok
+
+    extra: dict = {}
+    if args.mode == "pubmany":
+        bodies = [body] * args.count  # made before the clock starts
     start = now()
     if args.mode == "pub":
         pub_loop(args.count)
     elif args.mode == "concurrent":
-        spawn_all(args, pub_loop, _common.shares(args.count, args.concurrency))
+        spawn_all(args, timed_pub_loop, _common.shares(args.count, args.concurrency))
+    elif args.mode == "pubmany":
+        try:
+            done[0] = writer.pub_many(topic, bodies, batch_size=args.batch, window=PUB_MANY_WINDOW)
+        except PartialPublishError as exc:
+            done[0] = exc.published
+            errors[0] += 1
+            print("pub_many failed after %d published: %r" % (exc.published, exc.error), file=sys.stderr)
+        except nsq.Error as exc:
+            errors[0] += 1
+            print("pub_many failed: %r" % exc, file=sys.stderr)
+        extra["window"] = PUB_MANY_WINDOW
     else:  # mpub
         batch = [body] * args.batch
         left = args.count
@@ -112,7 +150,9 @@ def publish(args) -> dict:
             left -= n
     seconds = now() - start
     writer.close()
-    return {"count": done[0], "seconds": seconds, "errors": errors[0]}
+    if args.mode == "concurrent":
+        extra.update(_common.latency_summary(latencies), callers=len(latencies), peak_rss_mb=_common.peak_rss_mb())
+    return dict(extra, count=done[0], seconds=seconds, errors=errors[0])
 
 
 def feed(args) -> dict:

@@ -7,8 +7,9 @@
 //
 // Workloads: consume (a go-nsq Consumer with one handler goroutine, every
 // message finished), pub (one blocking Publish at a time), concurrent (many
-// goroutines calling Publish on one Producer), mpub (blocking MultiPublish of
-// --batch messages).
+// goroutines calling Publish on one Producer; also reports every Publish's
+// latency, p50/p99/max, and the process's peak RSS, VmHWM), mpub (blocking
+// MultiPublish of --batch messages).
 package main
 
 import (
@@ -20,8 +21,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"runtime"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +42,46 @@ type result struct {
 	Version string  `json:"version"`
 	Procs   int     `json:"gomaxprocs"`
 	Mode    string  `json:"mode"`
+	// concurrent mode only
+	P50LatencyMs   float64 `json:"p50_latency_ms,omitempty"`
+	P99LatencyMs   float64 `json:"p99_latency_ms,omitempty"`
+	MaxLatencyMs   float64 `json:"max_latency_ms,omitempty"`
+	LatencySamples int     `json:"latency_samples,omitempty"`
+	Callers        int     `json:"callers,omitempty"`
+	PeakRSSMb      float64 `json:"peak_rss_mb,omitempty"`
+}
+
+// peakRSSMb: VmHWM (peak resident set) of this process from /proc/self/status, in MB.
+func peakRSSMb() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fields := strings.Fields(line)
+			if len(fields) >= 2 {
+				kb, err := strconv.ParseFloat(fields[1], 64)
+				if err == nil {
+					return kb / 1024
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// latencyMs: nearest-rank percentile q (0..1] of sorted durations, in ms.
+func latencyMs(sorted []time.Duration, q float64) float64 {
+	n := len(sorted)
+	i := int(math.Ceil(q*float64(n)-1e-9)) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i > n-1 {
+		i = n - 1
+	}
+	return float64(sorted[i]) / float64(time.Millisecond)
 }
 
 func fail(format string, args ...interface{}) {
@@ -158,6 +202,7 @@ func publish(cfg *nsq.Config, logger *log.Logger, addr, mode, topic string, coun
 		body[i] = 'a' + byte(i%26)
 	}
 	var done, errs int64
+	var perCaller [][]time.Duration // concurrent: each goroutine's Publish durations
 	start := time.Now()
 	switch mode {
 	case "pub":
@@ -189,26 +234,48 @@ func publish(cfg *nsq.Config, logger *log.Logger, addr, mode, topic string, coun
 		}
 	case "concurrent":
 		var wg sync.WaitGroup
+		perCaller = make([][]time.Duration, concurrency)
 		for g := 0; g < concurrency; g++ {
 			share := count / int64(concurrency)
 			if int64(g) < count%int64(concurrency) {
 				share++
 			}
 			wg.Add(1)
-			go func(share int64) {
+			go func(g int, share int64) {
 				defer wg.Done()
+				mine := make([]time.Duration, 0, share)
 				for i := int64(0); i < share; i++ {
-					if err := producer.Publish(topic, body); err != nil {
+					t0 := time.Now()
+					err := producer.Publish(topic, body)
+					mine = append(mine, time.Since(t0))
+					if err != nil {
 						atomic.AddInt64(&errs, 1)
 						continue
 					}
 					atomic.AddInt64(&done, 1)
 				}
-			}(share)
+				perCaller[g] = mine
+			}(g, share)
 		}
 		wg.Wait()
 	}
 	elapsed := time.Since(start).Seconds()
 	producer.Stop()
-	return result{Count: done, Seconds: elapsed, Errors: errs}
+	res := result{Count: done, Seconds: elapsed, Errors: errs}
+	if mode == "concurrent" {
+		var all []time.Duration
+		for _, mine := range perCaller {
+			all = append(all, mine...)
+		}
+		if len(all) > 0 {
+			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+			res.P50LatencyMs = latencyMs(all, 0.50)
+			res.P99LatencyMs = latencyMs(all, 0.99)
+			res.MaxLatencyMs = float64(all[len(all)-1]) / float64(time.Millisecond)
+			res.LatencySamples = len(all)
+		}
+		res.Callers = concurrency
+		res.PeakRSSMb = peakRSSMb()
+	}
+	return res
 }
