@@ -166,21 +166,28 @@ class Driver:
 
     def _shared_read_loop(self) -> None:
         """The reader task under caller reads: it reads while no caller has
-        waited for a whole park interval, and after each read hands the read
-        to a waiting caller, if any, and parks."""
+        waited for a whole park interval. After a read that answered the
+        last request outstanding, or while callers wait, it gives the read
+        up (to a waiting caller, if any) and parks: a caller whose answer
+        it read is likely to publish again at once, and should find the read
+        free rather than wait for this task to read its answer."""
         error: BaseException | None = None
         try:
             stream = self.stream
-            receive = self.protocol.receive_data
+            protocol = self.protocol
+            receive = protocol.receive_data
+            waiting_answers = protocol.waiting_answers
             handle = self.handle_events
             lock = self.lock
             wake = self._reader_wake
+            rest = False
             while not self.io_stopped:
                 with lock:
                     owner = self._read_owner
-                    if owner is None and not self._callers_active:
+                    if owner is None and not self._callers_active and not rest:
                         self._read_owner = owner = _READER_TASK
                     self._callers_active = False
+                rest = False
                 if owner is not _READER_TASK:
                     wake.wait(PARK_SECONDS)  # (set when a leader leaves answers outstanding and no follower)
                     wake.clear()  # (the owner, checked under the lock, is what counts, not the wake)
@@ -189,13 +196,15 @@ class Driver:
                 if not data:
                     raise self.closed_error("%s closed the connection" % (self.name,))
                 self.last_recv_timestamp = monotonic()
+                outstanding = waiting_answers()
                 events = receive(data)
                 if events:
                     handle(events)
-                if self._followers:
+                if self._followers or self._callers_active or (outstanding and not waiting_answers()):
                     with lock:
                         if self._read_owner is _READER_TASK:
                             self._pass_read_locked()
+                            rest = True
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
             error = exc
         if not self.io_stopped:
