@@ -23,9 +23,9 @@ the leader/follower pattern: the one reading is the leader; tasks that wait
 meanwhile are followers; a leader whose own answer came hands the read to a
 follower still waiting (or, with answers outstanding and no follower, to the
 reader task). A lone caller so pays no hand-off between tasks at all: it
-writes its request and reads its answer, spinning a few non-blocking reads
-first while the answer usually takes less time to come than a sleep and a
-wake-up would (adaptive: the spin shrinks when it misses). The reader task
+writes its request and reads its answer, spinning on non-blocking reads
+first for about as long as answers usually take to come (a sleep and a
+wake-up cost more), and not at all when they take long. The reader task
 then reads only while no caller does (heartbeats between publishes, answers
 of publishes with callbacks), parking while callers read.
 """
@@ -45,12 +45,12 @@ logger = logging.getLogger(__name__)
 _READER_TASK = "reader task"
 #: how long the reader task parks while callers read, before it looks again
 PARK_SECONDS = 0.05
-#: how long a lone leader tries non-blocking reads before it sleeps (an answer
-#: over loopback usually comes sooner than a sleep and a wake-up would take)
-SPIN_SECONDS = 60e-6
-#: spins that missed in a row before the leaders stop spinning (a slow or
-#: distant server), and for how many reads they stop
-SPIN_MISSES, SPIN_PAUSE = 4, 256
+#: A lone leader tries non-blocking reads for a while before it sleeps: an
+#: answer over loopback usually comes sooner than a sleep and a wake-up take.
+#: It spins for 2.5 times the usual answer time (a moving average), and not at
+#: all when answers take longer than SPIN_MAX_SECONDS (a slow or distant server).
+SPIN_MAX_SECONDS = 300e-6
+SPIN_FIRST_GUESS = 40e-6
 
 
 class SansIOProtocol(Protocol):
@@ -92,8 +92,8 @@ class Driver:
         self._followers: collections.deque[Pending] = collections.deque()
         self._callers_active = False  # a caller waited since the reader task last looked
         self._reader_wake: Any = None
-        self._spin_misses = 0
-        self._spin_pause = 0
+        self._answer_time = SPIN_FIRST_GUESS  # moving average: a leader's wait for its first bytes
+        self._spin_seconds = 2.5 * SPIN_FIRST_GUESS
 
     # -- running --------------------------------------------------------------
 
@@ -265,21 +265,13 @@ class Driver:
         receive = self.protocol.receive_data
         dispatching = False
         try:
+            first = True
             while pending.result is None and not self.io_stopped:
+                started = monotonic()
+                spin = self._spin_seconds
                 data = None
-                if self._followers:  # others wait to run: no spinning
-                    pass
-                elif self._spin_pause:
-                    self._spin_pause -= 1
-                else:
-                    data = stream.poll_recv(monotonic() + SPIN_SECONDS)
-                    if data is not None:
-                        self._spin_misses = 0
-                    elif self._spin_misses < SPIN_MISSES:
-                        self._spin_misses += 1
-                    else:
-                        self._spin_misses = 0
-                        self._spin_pause = SPIN_PAUSE
+                if spin and not self._followers:  # (followers wait to run: no spinning then)
+                    data = stream.poll_recv(started + spin)
                 if data is None:
                     remaining = deadline - monotonic()
                     if remaining <= 0:
@@ -287,6 +279,11 @@ class Driver:
                     data = stream.recv_within(remaining)
                     if data is None:
                         break
+                if first:  # how long answers take: the next spin's length
+                    first = False
+                    self._answer_time += (monotonic() - started - self._answer_time) * 0.25
+                    spin = 2.5 * self._answer_time
+                    self._spin_seconds = spin if spin <= SPIN_MAX_SECONDS else 0.0
                 if not data:
                     raise self.closed_error("%s closed the connection" % (self.name,))
                 self.last_recv_timestamp = monotonic()

@@ -361,12 +361,13 @@ class Writer:
         elif not isinstance(msgs, (list, tuple)):
             msgs = list(msgs)
         data = codec.encode_mpub(topic, msgs)
-        largest = max(map(len, msgs))
-        if largest > self.max_msg_size:
-            raise MessageTooLargeError(
-                "message of %d bytes exceeds max_msg_size %d (nsqd --max-msg-size)" % (largest, self.max_msg_size)
-            )
         total = len(data) - len(topic) - 10  # less b"MPUB ", topic, b"\n" and the 4-byte size
+        if total > self.max_msg_size:  # (else no message in it can be larger: no need to look at each)
+            largest = max(map(len, msgs))
+            if largest > self.max_msg_size:
+                raise MessageTooLargeError(
+                    "message of %d bytes exceeds max_msg_size %d (nsqd --max-msg-size)" % (largest, self.max_msg_size)
+                )
         if total > self.max_body_size:
             raise MessageTooLargeError(
                 "MPUB body of %d bytes exceeds max_body_size %d (nsqd --max-body-size)" % (total, self.max_body_size)
