@@ -31,6 +31,15 @@ from .runtime import monotonic, os_lock
 DEFAULT_READ_SIZE = 256 * 1024
 
 
+def send_all(sock: Any, data: Any) -> None:
+    """sock.sendall(data), cheaper on gevent: its sendall() asks the kernel for
+    the send buffer's size on every call, so one send() goes first and only
+    what it left (rare: a full buffer) goes through sendall()."""
+    sent = sock.send(data)
+    if sent < len(data):
+        sock.sendall(memoryview(data)[sent:])
+
+
 class _OnSocket:
     """settimeout() and close() for the streams that own the socket."""
 
@@ -111,7 +120,7 @@ class PlainStream(_OnSocket):
             sock.settimeout(None)
 
     def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        send_all(self.sock, data)
 
     def recv(self) -> memoryview:
         n = self.sock.recv_into(self._buffer)
@@ -199,7 +208,7 @@ class TLSStream(_OnSocket):
 
     def _send_pending(self) -> None:
         if self._outgoing.pending:
-            self.sock.sendall(self._outgoing.read())
+            send_all(self.sock, self._outgoing.read())
 
     # -- stream API -----------------------------------------------------
 
@@ -212,7 +221,7 @@ class TLSStream(_OnSocket):
             while done < total:  # not reached without SSL_MODE_ENABLE_PARTIAL_WRITE; kept for safety
                 done += tls.write(view[done:])
             records = self._outgoing.read()
-        self.sock.sendall(records)
+        send_all(self.sock, records)
 
     def recv(self) -> memoryview:
         view = self._view
