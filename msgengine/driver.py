@@ -92,6 +92,7 @@ class Driver:
         self._followers: collections.deque[Pending] = collections.deque()
         self._callers_active = False  # a caller waited since the reader task last looked
         self._reader_wake: Any = None
+        self._new_waiter = backend.waiter
         self._answer_time = SPIN_FIRST_GUESS  # moving average: a leader's wait for its first bytes
         self._spin_seconds = 2.5 * SPIN_FIRST_GUESS
 
@@ -240,7 +241,7 @@ class Driver:
                     lead = True
                 else:
                     lead = False
-                    pending.event = self.backend.waiter()  # (a fresh one-shot for every wait)
+                    pending.event = self._new_waiter()  # (a fresh one-shot for every wait)
                     if pending.result is not None:
                         return
                     if not self.io_stopped:  # (once closed, the close resolves every request: just wait)

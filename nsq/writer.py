@@ -530,9 +530,9 @@ class Writer:
         tried: Connection | None = None
         blocking = self._blocking
         while True:
-            conn = self._pick(exclude=tried, deadline=deadline)
+            conn = self._pick(tried, deadline)
             # (a connection whose callers read makes the event only if this call has to wait for another reader)
-            waiter = Pending(event=None if conn.callers_read else self.backend.waiter(), deadline=deadline)
+            waiter = Pending(None, None if conn.callers_read else self.backend.waiter(), deadline)
             blocking.add(waiter)
             try:
                 try:
@@ -544,6 +544,8 @@ class Writer:
             finally:
                 blocking.discard(waiter)
             result = waiter.result
+            if result.__class__ is bytes:  # (nsqd's OK: the common case first)
+                return result
             if result is None:
                 raise TimeoutError(
                     "nsqd %s did not answer within %.1fs; the message may or may not have been published"
