@@ -9,7 +9,9 @@ gives it the rest:
 - ``scheduler``: one timer thread per process for the threads backend.
 - ``transport``: byte streams (TCP, TLS, snappy, deflate).
 - ``correlator``: pending answers, paired with requests in the order they were sent.
-- ``driver``: moves bytes between a protocol object and a stream.
+- ``driver``: moves bytes between a protocol object and a stream, on a reader
+  task or, for request/response clients, on the callers that wait for answers
+  (leader/follower).
 - ``supervisor``: keeps a connection to each target alive (reconnect with
   jittered backoff, discovery polling, close).
 - ``flow``: spreads a budget of in-flight messages over connections, with
