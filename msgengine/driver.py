@@ -135,19 +135,25 @@ class Driver:
     def _read_loop(self) -> None:
         error: BaseException | None = None
         try:
-            stream = self.stream
-            receive = self.protocol.receive_data
-            handle = self.handle_events
+            recv = self.stream.recv
+            received = self._received
             while not self.io_stopped:
-                data = stream.recv()
-                if not data:
-                    raise self.closed_error("%s closed the connection" % (self.name,))
-                self.last_recv_timestamp = monotonic()
-                events = receive(data)  # (without the lock: see the protocol's receive_data)
-                if events:
-                    handle(events)  # (what it queues is written by the command that queued it)
+                received(recv())
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
             error = exc
+        self._reading_ended(error)
+
+    def _received(self, data: Any) -> None:
+        """Act on one read (by whichever task holds the read)."""
+        if not data:
+            raise self.closed_error("%s closed the connection" % (self.name,))
+        self.last_recv_timestamp = monotonic()
+        events = self.protocol.receive_data(data)  # (without the lock: see the protocol's receive_data)
+        if events:
+            self.handle_events(events)  # (what it queues is written by the command that queued it)
+
+    def _reading_ended(self, error: BaseException | None) -> None:
+        """Reading ended (error None: the stream ended): close, unless closed already."""
         if not self.io_stopped:
             if error is not None and not isinstance(error, (ConnectionError, OSError)):
                 logger.error("[%s] closing after error: %r", self.name, error)
@@ -174,11 +180,9 @@ class Driver:
         free rather than wait for this task to read its answer."""
         error: BaseException | None = None
         try:
-            stream = self.stream
-            protocol = self.protocol
-            receive = protocol.receive_data
-            waiting_answers = protocol.waiting_answers
-            handle = self.handle_events
+            recv = self.stream.recv
+            received = self._received
+            waiting_answers = self.protocol.waiting_answers
             lock = self.lock
             wake = self._reader_wake
             rest = False
@@ -193,14 +197,9 @@ class Driver:
                     wake.wait(PARK_SECONDS)  # (set when a leader leaves answers outstanding and no follower)
                     wake.clear()  # (the owner, checked under the lock, is what counts, not the wake)
                     continue
-                data = stream.recv()
-                if not data:
-                    raise self.closed_error("%s closed the connection" % (self.name,))
-                self.last_recv_timestamp = monotonic()
+                data = recv()
                 outstanding = waiting_answers()
-                events = receive(data)
-                if events:
-                    handle(events)
+                received(data)
                 if self._followers or self._callers_active or (outstanding and not waiting_answers()):
                     with lock:
                         if self._read_owner is _READER_TASK:
@@ -208,10 +207,7 @@ class Driver:
                             rest = True
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
             error = exc
-        if not self.io_stopped:
-            if error is not None and not isinstance(error, (ConnectionError, OSError)):
-                logger.error("[%s] closing after error: %r", self.name, error)
-            self.close_now(error)
+        self._reading_ended(error)
 
     def reader_needed(self) -> None:
         """A request was queued whose sender will not wait in await_answer()
@@ -263,7 +259,6 @@ class Driver:
     def _lead(self, pending: Pending, deadline: float) -> None:
         """Read and dispatch until pending has its answer, then pass the read on."""
         stream = self.stream
-        receive = self.protocol.receive_data
         dispatching = False
         try:
             first = True
@@ -285,19 +280,11 @@ class Driver:
                     self._answer_time += (monotonic() - started - self._answer_time) * 0.25
                     spin = 2.5 * self._answer_time
                     self._spin_seconds = spin if spin <= SPIN_MAX_SECONDS else 0.0
-                if not data:
-                    raise self.closed_error("%s closed the connection" % (self.name,))
-                self.last_recv_timestamp = monotonic()
                 dispatching = True
-                events = receive(data)
-                if events:
-                    self.handle_events(events)
+                self._received(data)
                 dispatching = False
         except Exception as exc:  # the stream or the protocol failed: the connection is done
-            if not self.io_stopped:
-                if not isinstance(exc, (ConnectionError, OSError)):
-                    logger.error("[%s] closing after error: %r", self.name, exc)
-                self.close_now(exc)
+            self._reading_ended(exc)
         except BaseException as exc:  # interrupted (Ctrl-C, a gevent Timeout, a kill)
             if dispatching and not self.io_stopped:  # events read but not acted on: answers would be lost
                 self.close_now(exc)

@@ -128,14 +128,14 @@ def _batches(bodies: Any, count: int, max_bytes: int) -> Iterable[list]:
     """Lists of at most count bodies whose MPUB body stays within max_bytes
     (a single body larger than that still makes a batch: MPUB's checks refuse it)."""
     batch: list = []
-    size = 4
+    size = 4  # the MPUB body's message count
     for body in bodies:
-        grown = size + 4 + (len(body) if isinstance(body, (bytes, bytearray, memoryview)) else 0)
-        if batch and (len(batch) >= count or grown > max_bytes):
+        grows = 4 + (len(body) if isinstance(body, (bytes, bytearray, memoryview)) else 0)
+        if batch and (len(batch) >= count or size + grows > max_bytes):
             yield batch
-            batch, grown = [], 8 + (len(body) if isinstance(body, (bytes, bytearray, memoryview)) else 0)
+            batch, size = [], 4
         batch.append(body)
-        size = grown
+        size += grows
     if batch:
         yield batch
 

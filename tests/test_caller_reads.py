@@ -15,7 +15,7 @@ from nsq.errors import ConnectionClosedError, SendError
 from nsq.runtime import get_backend
 
 import waiting
-from waiting import run_blocking
+from waiting import join_all, run_blocking, tasks_done
 
 WAIT = 10.0
 
@@ -31,15 +31,6 @@ def make_writer(backend, address, **kwargs):
     return w
 
 
-def join_all(backend, tasks, timeout=WAIT):
-    b = get_backend(backend)
-    deadline = b.monotonic() + timeout
-    for task in tasks:
-        task.join(max(deadline - b.monotonic(), 0.01))
-
-
-def tasks_done(tasks) -> bool:
-    return all((not t.thread.is_alive()) if hasattr(t, "thread") else t.dead for t in tasks)
 
 
 def test_lone_blocking_caller_reads_its_own_answers(nsqd, topic, backend):

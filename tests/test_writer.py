@@ -21,7 +21,7 @@ from nsq.errors import (
 from nsq.runtime import get_backend
 
 import waiting
-from waiting import run_blocking
+from waiting import join_all, run_blocking, tasks_done
 
 WAIT = 10.0
 
@@ -36,15 +36,6 @@ def make_writer(backend, *nsqds, **kwargs):
     return w
 
 
-def join_all(backend, tasks, timeout=WAIT):
-    b = get_backend(backend)
-    deadline = b.monotonic() + timeout
-    for task in tasks:
-        task.join(max(deadline - b.monotonic(), 0.01))
-
-
-def tasks_done(tasks) -> bool:
-    return all((not t.thread.is_alive()) if hasattr(t, "thread") else t.dead for t in tasks)
 
 
 def drain(nsqd, topic, channel, required, backend, timeout=WAIT, done=None):

@@ -49,3 +49,16 @@ def stays(predicate, backend, duration, interval=0.02) -> bool:
 def run_blocking(backend, fn, *args):
     """fn(*args) for a blocking (unpatched) harness call, run so that it does not stall gevent."""
     return get_backend(backend).run_blocking(fn, *args)
+
+
+def join_all(backend, tasks, timeout=10.0):
+    """Join every task (thread or greenlet of the backend) within timeout seconds in all."""
+    b = get_backend(backend)
+    deadline = b.monotonic() + timeout
+    for task in tasks:
+        task.join(max(deadline - b.monotonic(), 0.01))
+
+
+def tasks_done(tasks) -> bool:
+    """Every task (a backend's thread or greenlet handle) has ended."""
+    return all((not t.thread.is_alive()) if hasattr(t, "thread") else t.dead for t in tasks)

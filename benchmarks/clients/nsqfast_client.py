@@ -15,6 +15,7 @@ if ARGS.backend == "gevent" and not ARGS.no_patch:
 
     monkey.patch_all()
 
+import functools  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -86,24 +87,12 @@ def publish(args) -> dict:
     latencies: list[list[float]] = []  # concurrent mode: one list per caller, seconds per pub
     lock = threading.Lock()  # done/errors from many threads (threads backend)
 
-    def pub_loop(n: int) -> None:
-        ok = 0
-        for _ in range(n):
-            try:
-                pub(topic, body)
-                ok += 1
-            except nsq.Error as exc:
-                with lock:
-                    errors[0] += 1
-                print("pub failed: %s" % exc, file=sys.stderr)
-        with lock:
-            done[0] += ok
-
-    def timed_pub_loop(n: int) -> None:
+    def pub_loop(n: int, timed: bool = False) -> None:
+        """n blocking publishes; timed: each one's latency goes into latencies."""
         ok = 0
         mine: list[float] = []
-        latencies.append(mine)
-        append = mine.append
+        if timed:
+            latencies.append(mine)
         for _ in range(n):
             t0 = now()
             try:
@@ -113,7 +102,8 @@ def publish(args) -> dict:
                 with lock:
                     errors[0] += 1
                 print("pub failed: %s" % exc, file=sys.stderr)
-            append(now() - t0)
+            if timed:
+                mine.append(now() - t0)
         with lock:
             done[0] += ok
 
@@ -124,7 +114,7 @@ def publish(args) -> dict:
     if args.mode == "pub":
         pub_loop(args.count)
     elif args.mode == "concurrent":
-        spawn_all(args, timed_pub_loop, _common.shares(args.count, args.concurrency))
+        spawn_all(args, functools.partial(pub_loop, timed=True), _common.shares(args.count, args.concurrency))
     elif args.mode == "pubmany":
         try:
             done[0] = writer.pub_many(topic, bodies, batch_size=args.batch, window=PUB_MANY_WINDOW)
