@@ -8,7 +8,8 @@ gives it the rest:
   threads; the one door into a gevent hub from other OS threads; fork hooks.
 - ``scheduler``: one timer thread per process for the threads backend.
 - ``transport``: byte streams (TCP, TLS, snappy, deflate).
-- ``correlator``: pending answers, paired with requests in the order they were sent.
+- ``correlator``: pending answers, paired with their requests in the order they
+  were sent (NSQ) or by request id (Pulsar).
 - ``driver``: moves bytes between a protocol object and a stream, on a reader
   task or, for request/response clients, on the callers that wait for answers
   (leader/follower).

@@ -84,6 +84,34 @@ class Supervisor:
                 return
         self.backend.spawn(self._attempt, target)
 
+    def adopt(self, target: Target, link: Any) -> None:
+        """Keep target, whose link the caller opened itself (a first attempt
+        whose errors the caller wanted to see): from now on it is reconnected
+        like any kept target when the link closes."""
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._kept.add(target)
+                self._links[target] = link
+        if closed:
+            link.close()
+            return
+        link.add_close_listener(lambda closed_link: self._lost(target, closed_link))
+
+    def release(self, target: Target) -> Any:
+        """Stop keeping target (no more attempts); returns its open link, if
+        any, for the caller to close its own way."""
+        with self._lock:
+            self._kept.discard(target)
+            link = self._links.pop(target, None)
+            timer = self._timers.pop(target, None)
+        if timer is not None:
+            try:
+                timer.cancel()
+            except Exception:  # pragma: no cover - a timer of a scheduler gone after a fork
+                pass
+        return link
+
     def connected(self, target: Target) -> bool:
         with self._lock:
             return target in self._links
@@ -138,6 +166,7 @@ class Supervisor:
             if self._closed or target in self._attempting or target in self._links:
                 return
             self._attempting.add(target)
+            kept = target in self._kept
         link = None
         try:
             link = self._connect(target)
@@ -148,7 +177,7 @@ class Supervisor:
             with self._lock:
                 # the attempt ends and its link (if any) counts in one step: no second attempt in between
                 self._attempting.discard(target)
-                closed = self._closed
+                closed = self._closed or (kept and target not in self._kept)  # (closed, or released meanwhile)
                 if link is not None:
                     self._failures.pop(target, None)
                     if not closed:
