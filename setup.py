@@ -1,11 +1,17 @@
-# Build script: compiles the Cython frame codec (nsq/_frame.pyx) when a compiler
-# is available, and installs the pure-Python package when it is not, so that
-# nsq/_frame_py.py (the twin) carries the codec.
+# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/_wire.pyx)
+# when a compiler is available, and installs the pure-Python package when it is
+# not, so that the twins (nsq/_frame_py.py, pulsarfast/_wire_py.py) carry them.
 import os
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+#: the compiled modules and their Cython sources; each is optional
+PYX = {
+    "nsq._frame": "nsq/_frame.pyx",
+    "pulsarfast._wire": "pulsarfast/_wire.pyx",
+}
 
 
 class OptionalBuildExt(build_ext):
@@ -15,19 +21,19 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # pragma: no cover - depends on the machine
-            self._warn(exc)
+            self._warn(", ".join(PYX.get(e.name, e.name) for e in self.extensions), exc)
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # pragma: no cover - depends on the machine
-            self._warn(exc)
+            self._warn(PYX.get(ext.name, ext.name), exc)
 
     @staticmethod
-    def _warn(exc):
+    def _warn(what, exc):
         sys.stderr.write(
-            "nsqfast: could not compile nsq/_frame.pyx (%s); "
-            "the pure-Python codec will be used\n" % (exc,)
+            "nsqfast: could not compile %s (%s); "
+            "the pure-Python codec will be used\n" % (what, exc)
         )
 
 
@@ -38,9 +44,9 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:
         return []
-    ext = Extension("nsq._frame", ["nsq/_frame.pyx"], extra_compile_args=["-O3"])
+    exts = [Extension(name, [source], extra_compile_args=["-O3"]) for name, source in PYX.items()]
     return cythonize(
-        [ext],
+        exts,
         language_level=3,
         compiler_directives={
             "boundscheck": False,
