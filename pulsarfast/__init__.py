@@ -1,0 +1,58 @@
+"""pulsarfast: an Apache Pulsar client on gevent or threads, with the
+official ``pulsar`` module's names (``import pulsarfast as pulsar``).
+
+Built on ``msgengine`` (runtime, transport, driver, supervisor, request
+correlation, flow control), like the ``nsq`` client, which it does not import.
+
+Layout:
+    client.py      Client: backend, connection pool, lookups, the supervisor, ids
+    producer.py    Producer (routing over partitions) and PartitionProducer (sends, receipts, resends)
+    consumer.py    Consumer (queue, acks, listener) and TopicConsumer (subscribe, permits, batches)
+    connection.py  BrokerConnection: the engine's driver running the protocol object
+    sansio.py      PulsarProtocol: bytes in, events out; commands in, bytes out
+    proto.py       the protobuf messages, written by hand from PulsarApi.proto's field numbers
+    wire.py        picks the wire codec: _wire.pyx (compiled) or _wire_py.py (its twin)
+    lookup.py      partitioned-topic metadata and LOOKUP with redirects
+    pool.py        one connection per broker
+    topics.py      topic names and service URLs
+    hashing.py     partition-key hashes (the official client's BoostHash, and the others)
+    message.py     Message and MessageId
+    enums.py       ConsumerType, InitialPosition, ... (the official values)
+    errors.py      PulsarException and one class per Result code
+"""
+from __future__ import annotations
+
+from .client import Client
+from .consumer import Consumer
+from .enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    HashingScheme,
+    InitialPosition,
+    KeySharedMode,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+)
+from .errors import *  # noqa: F401,F403 - the official module's exception names
+from .errors import EXCEPTION_NAMES, ForkedError, ProtocolError, PulsarException, Result
+from .message import Message, MessageId
+from .producer import Producer
+from .version import __version__
+
+
+class BytesSchema:
+    """The default schema: bytes in, bytes out (the official ``pulsar.schema.BytesSchema``)."""
+
+    def encode(self, data: bytes) -> bytes:
+        return data
+
+    def decode(self, data: bytes) -> bytes:
+        return data
+
+
+__all__ = [
+    "Client", "Producer", "Consumer", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
+    "ForkedError", "ConsumerType", "InitialPosition", "CompressionType", "PartitionsRoutingMode", "HashingScheme",
+    "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "__version__", *EXCEPTION_NAMES,
+]

@@ -1,0 +1,578 @@
+"""Consumers: ``Consumer`` (the public object: one subscription over one or
+more topics, and every partition of a partitioned one) over one
+``TopicConsumer`` per topic or partition.
+
+A ``TopicConsumer`` owns one broker-side consumer: its consumer id (stable
+for the client's life), the subscribe parameters, and its FLOW permits. It
+turns MESSAGE frames into ``Message`` objects (unpacking batches, each entry
+with its own id; a payload whose checksum does not match is reported, not
+delivered, and asked again after the negative-ack delay) and hands them to
+the ``Consumer``'s one queue, which ``receive()`` and the message listener
+read.
+
+Flow control. The budget of messages a consumer may hold unread is
+``receiver_queue_size`` for one topic, and ``min(receiver_queue_size x n,
+max_total_receiver_queue_size_across_partitions)`` over n partitions;
+``msgengine.flow.FlowControl`` spreads it over the TopicConsumers (each
+partition's share). A TopicConsumer grants its share at subscribe, then,
+as the spec says, grants again what was read once half of its share has been
+read.
+
+Acknowledgement. Individual acks go to the partition the message came from.
+A message of a batch is acknowledged on the broker once every message of
+the batch is (the broker knows whole entries). Negative acks are sent as one
+redelivery request per partition when their delay has passed. When the
+broker closes the consumer or the connection dies, the client's supervisor
+subscribes again and grants permits afresh.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import queue as _queue
+from typing import TYPE_CHECKING, Any, Callable
+
+from msgengine.flow import FlowControl, LinkCredit
+from msgengine.runtime import monotonic
+
+from . import proto
+from .enums import ConsumerType, InitialPosition
+from .errors import (
+    AlreadyClosed,
+    CumulativeAcknowledgementNotAllowedError,
+    InvalidConfiguration,
+    ProtocolError,
+    PulsarException,
+    Timeout,
+)
+from .message import Message, MessageId
+from .wire import split_batch
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .connection import BrokerConnection
+
+logger = logging.getLogger(__name__)
+
+MessageListener = Callable[["Consumer", Message], None]
+
+_SUB_TYPES = {
+    ConsumerType.Exclusive: proto.SUB_EXCLUSIVE,
+    ConsumerType.Shared: proto.SUB_SHARED,
+    ConsumerType.Failover: proto.SUB_FAILOVER,
+    ConsumerType.KeyShared: proto.SUB_KEY_SHARED,
+}
+_CLOSED = object()  # wakes a receive() blocked when the consumer closes
+
+
+class _ConsumerLink:
+    """One broker-side life of a TopicConsumer on one connection."""
+
+    def __init__(self, consumer: "TopicConsumer", conn: "BrokerConnection") -> None:
+        self.consumer = consumer
+        self.conn = conn
+        self._listeners: list[Callable[[Any], None]] = []
+        self.closed = False
+
+    def on_message(self, event: Any) -> None:
+        self.consumer.message_arrived(self, event)
+
+    def on_end_of_topic(self) -> None:
+        logger.info("[%s] reached the end of the topic", self.consumer.topic)
+
+    def on_active_change(self, is_active: bool) -> None:
+        logger.debug("[%s] consumer %s active", self.consumer.topic, "is" if is_active else "is not")
+
+    def on_closed(self, reason: BaseException) -> None:
+        self.close_link()
+
+    def add_close_listener(self, listener: Callable[[Any], None]) -> None:
+        if self.closed:
+            listener(self)
+        else:
+            self._listeners.append(listener)
+
+    def close_link(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.conn.unregister_consumer(self.consumer.consumer_id, self)
+        self.consumer.link_closed(self)
+        for listener in self._listeners:
+            try:
+                listener(self)
+            except Exception:
+                logger.exception("consumer link listener raised")
+
+    def close(self) -> None:
+        self.close_link()
+
+
+class TopicConsumer:
+    """The consumer of one topic or partition; see the module docstring."""
+
+    def __init__(self, owner: "Consumer", topic: str, partition: int) -> None:
+        self.owner = owner
+        self.client = owner.client
+        self.topic = topic
+        self.partition = partition
+        self.consumer_id = self.client.new_consumer_id()
+        self.credit = LinkCredit(self.consumer_id, max_credit=1 << 30)
+        self._lock = self.client.backend.lock()
+        self._link: _ConsumerLink | None = None
+        self._read_since_flow = 0
+        self._share = 0
+        self._batches: dict[tuple[int, int], set[int]] = {}  # entry -> batch indexes not acknowledged yet
+        self.closed = False
+        self.corrupt_messages = 0
+
+    def __repr__(self) -> str:
+        return "<TopicConsumer %s id=%d>" % (self.topic, self.consumer_id)
+
+    # -- subscribing (the supervisor's connect) ----------------------------------------
+
+    def establish(self) -> _ConsumerLink:
+        if self.closed:
+            raise AlreadyClosed("consumer closed")
+        conn = self.client.connection_for(self.topic)
+        owner = self.owner
+        link = _ConsumerLink(self, conn)
+        conn.register_consumer(self.consumer_id, link)
+        try:
+            conn.request(lambda rid: proto.subscribe(
+                self.topic, owner.subscription, _SUB_TYPES[owner.consumer_type], self.consumer_id, rid,
+                consumer_name=owner.consumer_name, initial_position=int(owner.initial_position),
+                read_compacted=owner.read_compacted, metadata=owner.properties,
+                replicate_subscription_state=owner.replicate_subscription_state,
+                key_shared_mode=0 if owner.consumer_type == ConsumerType.KeyShared else None,
+            ), self.client.operation_timeout)
+        except BaseException:
+            conn.unregister_consumer(self.consumer_id, link)
+            raise
+        with self._lock:
+            if self.closed:
+                conn.unregister_consumer(self.consumer_id, link)
+                raise AlreadyClosed("consumer closed")
+            self._link = link
+            self._read_since_flow = 0
+            permits = self._share
+        if permits > 0:
+            self._flow(link, permits)
+        return link
+
+    def link_closed(self, link: _ConsumerLink) -> None:
+        with self._lock:
+            if self._link is link:
+                self._link = None
+
+    def is_connected(self) -> bool:
+        link = self._link
+        return link is not None and not link.closed
+
+    # -- permits ------------------------------------------------------------------------
+
+    def set_share(self, share: int) -> None:
+        """Flow control gave this partition a new share of the budget."""
+        with self._lock:
+            grow = share - self._share
+            self._share = share
+            link = self._link
+        if grow > 0 and link is not None and not link.closed:
+            self._flow(link, grow)
+
+    def _flow(self, link: _ConsumerLink, permits: int) -> None:
+        try:
+            link.conn.send_command(proto.flow(self.consumer_id, permits))
+        except PulsarException:
+            pass  # the connection closed: the next subscribe grants permits afresh
+
+    def message_read(self) -> None:
+        """The application took one of this partition's messages from the queue."""
+        with self._lock:
+            self.credit.answered += 1
+            self._read_since_flow += 1
+            if self._read_since_flow * 2 < max(self._share, 1):
+                return
+            permits, self._read_since_flow = self._read_since_flow, 0
+            link = self._link
+        if link is not None and not link.closed:
+            self._flow(link, permits)
+
+    # -- messages (on the connection's reading task) -----------------------------------------
+
+    def message_arrived(self, link: _ConsumerLink, event: Any) -> None:
+        record = event.message_id
+        if not event.checksum_ok:
+            self.corrupt_messages += 1
+            logger.error("[%s] message %d:%d failed its checksum: not delivered, asked again after the "
+                         "negative-ack delay", self.topic, record.ledgerId, record.entryId)
+            self._skip_unread(1)
+            self.owner.nack_entry(self, record.ledgerId, record.entryId)
+            return
+        try:
+            messages = self._unpack(record, event)
+        except ProtocolError as exc:
+            self.corrupt_messages += 1
+            logger.error("[%s] message %d:%d cannot be read (%s): not delivered, asked again after the "
+                         "negative-ack delay", self.topic, record.ledgerId, record.entryId, exc)
+            self._skip_unread(1)
+            self.owner.nack_entry(self, record.ledgerId, record.entryId)
+            return
+        self.credit.arrived += len(messages)
+        self.owner.deliver(messages)
+
+    def _skip_unread(self, count: int) -> None:
+        """Messages that will not reach the queue still free their permits."""
+        for _ in range(count):
+            self.message_read()
+
+    def _unpack(self, record: Any, event: Any) -> list[Message]:
+        metadata = proto.decode(proto.MESSAGE_METADATA, event.metadata)
+        if metadata.compression:
+            raise ProtocolError("compression type %d is not supported yet" % metadata.compression)
+        topic = self.topic
+        ledger, entry = record.ledgerId, record.entryId
+        common = dict(publish_time=metadata.publish_time, redelivery_count=event.redelivery_count,
+                      producer_name=metadata.producer_name, schema_version=metadata.schema_version)
+        batch_size = metadata.num_messages_in_batch
+        if batch_size is None:
+            return [Message(
+                event.payload, MessageId.from_proto(record, self.partition, topic=topic), topic,
+                properties={kv.key: kv.value for kv in metadata.properties},
+                partition_key=metadata.partition_key, ordering_key=metadata.ordering_key,
+                event_time=metadata.event_time, sequence_id=metadata.sequence_id, **common,
+            )]
+        entries = split_batch(event.payload, batch_size)
+        messages = []
+        skipped = 0
+        waiting = set()
+        for index, (single_bytes, body) in enumerate(entries):
+            single = proto.decode(proto.SINGLE_MESSAGE_METADATA, single_bytes)
+            if single.compacted_out:
+                skipped += 1
+                continue
+            waiting.add(index)
+            messages.append(Message(
+                body, MessageId.from_proto(record, self.partition, index, batch_size, topic), topic,
+                properties={kv.key: kv.value for kv in single.properties},
+                partition_key=single.partition_key, ordering_key=single.ordering_key,
+                event_time=single.event_time or metadata.event_time,
+                sequence_id=single.sequence_id or metadata.sequence_id + index, **common,
+            ))
+        if waiting:
+            with self._lock:
+                self._batches[(ledger, entry)] = waiting
+        if skipped:
+            self._skip_unread(skipped)
+        return messages
+
+    # -- acknowledging --------------------------------------------------------------------
+
+    def ack(self, message_id: MessageId) -> None:
+        entry = message_id.entry_key()
+        index = message_id.batch_index()
+        if index >= 0:
+            with self._lock:
+                waiting = self._batches.get(entry)
+                if waiting is not None:
+                    waiting.discard(index)
+                    if waiting:
+                        return  # the broker hears of the batch once every message in it is acknowledged
+                    del self._batches[entry]
+        self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
+
+    def ack_cumulative(self, message_id: MessageId) -> None:
+        index = message_id.batch_index()
+        ledger, entry = message_id.entry_key()
+        if index >= 0 and index < message_id.batch_size() - 1:
+            # not the batch's last message: everything before this batch is acknowledged
+            if entry == 0:
+                return
+            entry -= 1
+        with self._lock:
+            for key in [key for key in self._batches if key <= (ledger, entry)]:
+                del self._batches[key]
+        self._send_ack(proto.ACK_CUMULATIVE, proto.message_id_data(ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1),
+                                                                   self.partition))
+
+    def _send_ack(self, ack_type: int, message_id_bytes: bytes) -> None:
+        link = self._link
+        if link is None or link.closed:
+            return  # not connected: the broker redelivers what it did not hear acknowledged
+        try:
+            link.conn.send_command(proto.ack(self.consumer_id, ack_type, [message_id_bytes]))
+        except PulsarException:
+            pass
+
+    def redeliver(self, entries: list[tuple[int, int]]) -> None:
+        with self._lock:
+            for entry in entries:
+                self._batches.pop(entry, None)
+        link = self._link
+        if link is None or link.closed:
+            return
+        ids = [proto.message_id_data(ledger, entry, self.partition) for ledger, entry in entries]
+        try:
+            link.conn.send_command(proto.redeliver_unacknowledged(self.consumer_id, ids))
+        except PulsarException:
+            pass
+
+    # -- closing --------------------------------------------------------------------------
+
+    def request(self, build: Callable[[int], bytes]) -> None:
+        link = self._link
+        if link is None or link.closed:
+            return
+        link.conn.request(build, self.client.operation_timeout)
+
+    def close(self, unsubscribe: bool = False) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            link = self._link
+        if link is not None and not link.closed:
+            build = proto.unsubscribe if unsubscribe else proto.close_consumer
+            try:
+                link.conn.request(lambda rid: build(self.consumer_id, rid), self.client.operation_timeout)
+            finally:
+                link.close()
+
+
+class _NegativeAcks:
+    """Entries to redeliver once their delay has passed, sent per partition in one request."""
+
+    def __init__(self, owner: "Consumer", delay: float) -> None:
+        self.owner = owner
+        self.delay = delay
+        self._due: dict[tuple[TopicConsumer, int, int], float] = {}
+        self._lock = owner.client.backend.lock()
+        self._timer: Any = None
+
+    def add(self, consumer: TopicConsumer, ledger: int, entry: int) -> None:
+        with self._lock:
+            self._due[(consumer, ledger, entry)] = monotonic() + self.delay
+            if self._timer is None:
+                self._timer = self.owner.client.backend.call_later(self._tick_every(), self._tick)
+
+    def _tick_every(self) -> float:
+        return max(0.05, min(self.delay / 3, 1.0)) if self.delay > 0 else 0.05
+
+    def _tick(self) -> None:
+        self.owner.client.backend.spawn(self._send_due)
+
+    def _send_due(self) -> None:
+        now = monotonic()
+        by_consumer: dict[TopicConsumer, list[tuple[int, int]]] = collections.defaultdict(list)
+        with self._lock:
+            self._timer = None
+            for key, due in list(self._due.items()):
+                if due <= now:
+                    del self._due[key]
+                    by_consumer[key[0]].append((key[1], key[2]))
+            if self._due and not self.owner.closed:
+                self._timer = self.owner.client.backend.call_later(self._tick_every(), self._tick)
+        for consumer, entries in by_consumer.items():
+            consumer.redeliver(entries)
+
+    def close(self) -> None:
+        with self._lock:
+            timer, self._timer = self._timer, None
+            self._due.clear()
+        if timer is not None:
+            timer.cancel()
+
+
+class Consumer:
+    """A subscription over one or more topics; see the module docstring."""
+
+    def __init__(self, client: "Client", topic_label: str, subscription: str, *, consumer_type: ConsumerType,
+                 receiver_queue_size: int, max_total_receiver_queue_size_across_partitions: int,
+                 consumer_name: str | None, negative_ack_redelivery_delay_ms: int, initial_position: InitialPosition,
+                 read_compacted: bool, properties: dict[str, str] | None, replicate_subscription_state: bool,
+                 message_listener: MessageListener | None) -> None:
+        self.client = client
+        self.backend = client.backend
+        self._topic_label = topic_label
+        self.subscription = subscription
+        self.consumer_type = consumer_type
+        self.consumer_name = consumer_name
+        self.initial_position = initial_position
+        self.read_compacted = read_compacted
+        self.properties = dict(properties or {})
+        self.replicate_subscription_state = replicate_subscription_state
+        self.receiver_queue_size = max(1, receiver_queue_size)
+        self.max_total_queue = max(1, max_total_receiver_queue_size_across_partitions)
+        self._listener = message_listener
+        self._queue = self.backend.queue()
+        self._topics: list[TopicConsumer] = []
+        self._by_topic: dict[str, TopicConsumer] = {}
+        self._flow = FlowControl(self.receiver_queue_size)
+        self._nacks = _NegativeAcks(self, negative_ack_redelivery_delay_ms / 1000.0)
+        self._listener_task: Any = None
+        self.closed = False
+
+    # -- set-up (by the client) -------------------------------------------------------------
+
+    def add_topic(self, topic: str, partition: int) -> TopicConsumer:
+        consumer = TopicConsumer(self, topic, partition)
+        self._topics.append(consumer)
+        self._by_topic[topic] = consumer
+        self._flow.add_link(consumer.credit)
+        return consumer
+
+    def spread_budget(self) -> None:
+        """Each TopicConsumer's share of the budget (flow control decides)."""
+        count = len(self._topics)
+        budget = self.receiver_queue_size if count <= 1 else min(self.receiver_queue_size * count, self.max_total_queue)
+        self._flow.set_max_in_flight(budget)
+        for consumer in self._topics:
+            consumer.set_share(self._flow.share(consumer.credit))
+
+    def topic_consumers(self) -> list[TopicConsumer]:
+        return list(self._topics)
+
+    def start_listener(self) -> None:
+        if self._listener is not None:
+            self._listener_task = self.backend.spawn(self._run_listener)
+
+    # -- delivery (on connection reading tasks) ------------------------------------------------
+
+    def deliver(self, messages: list[Message]) -> None:
+        put = self._queue.put
+        for message in messages:
+            put(message)
+
+    def nack_entry(self, consumer: TopicConsumer, ledger: int, entry: int) -> None:
+        self._nacks.add(consumer, ledger, entry)
+
+    # -- the official API --------------------------------------------------------------------
+
+    def topic(self) -> str:
+        return self._topic_label
+
+    def subscription_name(self) -> str:
+        return self.subscription
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next message; waits at most timeout_millis (then raises Timeout), or for ever."""
+        if self._listener is not None:
+            raise InvalidConfiguration("receive() cannot be used with a message_listener")
+        if timeout_millis is not None and (not isinstance(timeout_millis, int) or isinstance(timeout_millis, bool)):
+            raise ValueError("Argument timeout_millis is expected to be of type 'int' and not '%s'"
+                             % type(timeout_millis).__name__)
+        if self.closed:
+            raise AlreadyClosed("consumer closed")
+        try:
+            if timeout_millis is None:
+                message = self._queue.get()
+            else:
+                message = self._queue.get(timeout=max(0, timeout_millis) / 1000.0)
+        except _queue.Empty:
+            raise Timeout("no message within %d ms" % timeout_millis) from None
+        if message is _CLOSED:
+            self._queue.put(_CLOSED)  # (wakes the next waiter too)
+            raise AlreadyClosed("consumer closed")
+        self._read(message)
+        return message
+
+    def _read(self, message: Message) -> None:
+        consumer = self._by_topic.get(message.topic_name())
+        if consumer is not None:
+            consumer.message_read()
+
+    def _run_listener(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        get = self._queue.get
+        while True:
+            message = get()
+            if message is _CLOSED:
+                return
+            self._read(message)
+            try:
+                listener(self, message)
+            except Exception:
+                logger.exception("[%s] message_listener raised", self._topic_label)
+
+    def _topic_consumer(self, message_id: MessageId) -> TopicConsumer:
+        if message_id.topic is not None:
+            consumer = self._by_topic.get(message_id.topic)
+            if consumer is not None:
+                return consumer
+        if len(self._topics) == 1:
+            return self._topics[0]
+        partition = message_id.partition()
+        for consumer in self._topics:
+            if consumer.partition == partition and partition >= 0:
+                return consumer
+        raise InvalidConfiguration("message id %s does not belong to this consumer's topics" % (message_id,))
+
+    @staticmethod
+    def _id_of(message: Message | MessageId) -> MessageId:
+        if isinstance(message, Message):
+            return message.message_id()
+        if isinstance(message, MessageId):
+            return message
+        raise ValueError("expected a Message or a MessageId, not %s" % type(message).__name__)
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        """Acknowledge one message (the broker will not deliver it again)."""
+        self._check_open()
+        message_id = self._id_of(message)
+        self._topic_consumer(message_id).ack(message_id)
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledge this message and every one before it (of its partition)."""
+        self._check_open()
+        if self.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement needs an Exclusive or "
+                                                           "Failover subscription")
+        message_id = self._id_of(message)
+        self._topic_consumer(message_id).ack_cumulative(message_id)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Ask for the message again after negative_ack_redelivery_delay_ms."""
+        self._check_open()
+        message_id = self._id_of(message)
+        ledger, entry = message_id.entry_key()
+        self._nacks.add(self._topic_consumer(message_id), ledger, entry)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Ask the broker to deliver again every message not acknowledged yet."""
+        self._check_open()
+        for consumer in self._topics:
+            consumer.redeliver([])
+
+    def is_connected(self) -> bool:
+        return not self.closed and all(c.is_connected() for c in self._topics)
+
+    def unsubscribe(self) -> None:
+        """Remove the subscription from the broker (and close this consumer)."""
+        self._check_open()
+        self._shutdown(unsubscribe=True)
+
+    def close(self) -> None:
+        """Close on the broker; messages received and not acknowledged are delivered again to others."""
+        if self.closed:
+            return
+        self._shutdown(unsubscribe=False)
+
+    def _shutdown(self, unsubscribe: bool) -> None:
+        self.closed = True
+        self._nacks.close()
+        errors = []
+        for consumer in self._topics:
+            self.client.forget_consumer(consumer)
+            try:
+                consumer.close(unsubscribe)
+            except PulsarException as exc:
+                errors.append(exc)
+        self._queue.put(_CLOSED)
+        self.client.consumer_closed(self)
+        if errors and unsubscribe:
+            raise errors[0]
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise AlreadyClosed("consumer closed")

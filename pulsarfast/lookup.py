@@ -1,0 +1,76 @@
+"""Service discovery over the binary protocol: partitioned-topic metadata
+and topic lookup with redirects (the spec's "Service discovery").
+
+``Lookup.partitions(topic)`` asks how many partitions a topic has (0: not
+partitioned). ``Lookup.broker_for(topic)`` returns where the topic lives as
+(logical broker URL, socket address, through_proxy): it follows Redirect
+answers (passing on their ``authoritative`` flag) until a Connect answer, and
+when the answer says ``proxy_through_service_url`` the socket goes to the
+service URL's host and CONNECT names the broker. Lookups are requests on a
+connection to one of the service URL's hosts, tried in turn.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+from . import proto
+from .errors import LookupError as PulsarLookupError
+from .errors import PulsarException, TopicNotFound, from_server_error
+from .pool import ConnectionPool
+from .topics import address_of
+
+logger = logging.getLogger(__name__)
+
+MAX_REDIRECTS = 20
+
+
+class Lookup:
+    def __init__(self, pool: ConnectionPool, service_url: str, hosts: list[tuple[str, int]], timeout: float) -> None:
+        self.pool = pool
+        self.service_url = service_url
+        self.hosts = hosts
+        self.timeout = timeout
+        self._next_host = itertools.cycle(range(len(hosts)))
+
+    def _service_connection(self) -> Any:
+        """A connection to one of the service URL's hosts (the next one after a failure)."""
+        last: BaseException | None = None
+        for _ in range(len(self.hosts)):
+            host = self.hosts[next(self._next_host)]
+            url = "pulsar://%s:%d" % host
+            try:
+                return self.pool.get(url, host)
+            except PulsarException as exc:
+                last = exc
+                logger.warning("cannot reach service host %s: %s", url, exc)
+        assert last is not None
+        raise last
+
+    def partitions(self, topic: str) -> int:
+        conn = self._service_connection()
+        answer = conn.request(lambda rid: proto.partitioned_metadata(topic, rid), self.timeout)
+        if answer.response == proto.METADATA_FAILED or answer.error is not None:
+            raise from_server_error(answer.error, answer.message or "partition metadata of %s failed" % topic)
+        return answer.partitions
+
+    def broker_for(self, topic: str) -> tuple[str, tuple[str, int], bool]:
+        conn = self._service_connection()
+        authoritative = False
+        for _ in range(MAX_REDIRECTS):
+            answer = conn.request(lambda rid: proto.lookup(topic, rid, authoritative), self.timeout)
+            if answer.response == proto.LOOKUP_FAILED or answer.response is None:
+                if answer.error is not None:
+                    raise from_server_error(answer.error, answer.message or "lookup of %s failed" % topic)
+                raise PulsarLookupError("lookup of %s failed: %s" % (topic, answer.message or "no answer"))
+            broker_url = answer.brokerServiceUrl
+            if not broker_url:
+                raise PulsarLookupError("lookup of %s gave no broker URL" % topic)
+            through_proxy = answer.proxy_through_service_url
+            address = conn.address if through_proxy else address_of(broker_url)
+            if answer.response == proto.LOOKUP_CONNECT:
+                return broker_url, address, through_proxy
+            authoritative = answer.authoritative  # Redirect: ask that broker
+            conn = self.pool.get(broker_url, address, through_proxy)
+        raise TopicNotFound("lookup of %s redirected more than %d times" % (topic, MAX_REDIRECTS))

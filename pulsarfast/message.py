@@ -1,0 +1,197 @@
+"""Messages and message ids, with the official ``pulsar`` module's methods.
+
+``MessageId`` is a broker position (ledger, entry), the partition it came
+from and, inside a batch, its index; ``serialize()`` gives the protobuf
+``MessageIdData`` bytes the official clients use too, and
+``MessageId.deserialize`` reads them back. Ids order by
+(ledger, entry, batch index). ``Message`` is what a consumer receives:
+the payload and what the producer stored with it; it also knows the topic
+it came from, so that acknowledging it reaches the right partition.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import proto
+from .errors import InvalidMessage, ProtocolError
+
+_MAX_U64 = (1 << 64) - 1
+
+
+class MessageId:
+    """A message's position: ``MessageId(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1)``."""
+
+    __slots__ = ("_ledger_id", "_entry_id", "_partition", "_batch_index", "_batch_size", "topic")
+
+    earliest: "MessageId"
+    latest: "MessageId"
+
+    def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1,
+                 batch_size: int = 0, topic: str | None = None) -> None:
+        self._partition = partition
+        self._ledger_id = ledger_id
+        self._entry_id = entry_id
+        self._batch_index = batch_index
+        self._batch_size = batch_size
+        #: the topic (or partition) of the consumer that received it; None for ids built by hand
+        self.topic = topic
+
+    def ledger_id(self) -> int:
+        return self._ledger_id
+
+    def entry_id(self) -> int:
+        return self._entry_id
+
+    def batch_index(self) -> int:
+        return self._batch_index
+
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    def partition(self) -> int:
+        return self._partition
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self._ledger_id, self._entry_id, self._batch_index)
+
+    def entry_key(self) -> tuple[int, int]:
+        """(ledger, entry): the broker's unit of acknowledgement and redelivery."""
+        return (self._ledger_id, self._entry_id)
+
+    def to_proto(self, with_batch_index: bool = True) -> bytes:
+        """Serialized MessageIdData (ledger and entry as unsigned 64-bit: -1 is the maximum)."""
+        return proto.message_id_data(
+            self._ledger_id & _MAX_U64, self._entry_id & _MAX_U64, self._partition,
+            self._batch_index if with_batch_index else -1, self._batch_size if with_batch_index else 0,
+        )
+
+    def serialize(self) -> bytes:
+        return self.to_proto()
+
+    @staticmethod
+    def deserialize(message_id_bytes: bytes) -> "MessageId":
+        try:
+            record = proto.decode(proto.MESSAGE_ID_DATA, message_id_bytes)
+        except ProtocolError as exc:
+            raise InvalidMessage("not a serialized message id: %s" % exc) from None
+        return MessageId.from_proto(record)
+
+    @staticmethod
+    def from_proto(record: Any, partition: int | None = None, batch_index: int = -1, batch_size: int = 0,
+                   topic: str | None = None) -> "MessageId":
+        ledger = record.ledgerId
+        entry = record.entryId
+        return MessageId(
+            record.partition if partition is None else partition,
+            ledger - (1 << 64) if ledger >= 1 << 63 else ledger,
+            entry - (1 << 64) if entry >= 1 << 63 else entry,
+            batch_index if batch_index >= 0 else record.batch_index,
+            batch_size or record.batch_size,
+            topic,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return self._key() == other._key() and self._partition == other._partition
+
+    def __lt__(self, other: "MessageId") -> bool:
+        return (self._partition, *self._key()) < (other._partition, *other._key())
+
+    def __le__(self, other: "MessageId") -> bool:
+        return self == other or self < other
+
+    def __gt__(self, other: "MessageId") -> bool:
+        return not self <= other
+
+    def __ge__(self, other: "MessageId") -> bool:
+        return not self < other
+
+    def __hash__(self) -> int:
+        return hash((self._partition, *self._key()))
+
+    def __str__(self) -> str:
+        return "(%d,%d,%d,%d)" % (self._ledger_id, self._entry_id, self._partition, self._batch_index)
+
+    def __repr__(self) -> str:
+        return "MessageId%s" % (self,)
+
+
+MessageId.earliest = MessageId(-1, -1, -1, -1)
+MessageId.latest = MessageId(-1, (1 << 63) - 1, (1 << 63) - 1, -1)
+
+
+class Message:
+    """A received message (the official ``pulsar.Message`` methods)."""
+
+    __slots__ = ("_data", "_properties", "_partition_key", "_ordering_key", "_publish_time", "_event_time",
+                 "_message_id", "_topic", "_redelivery_count", "_producer_name", "_sequence_id", "_schema_version")
+
+    def __init__(self, data: bytes, message_id: MessageId, topic: str, *, properties: dict[str, str] | None = None,
+                 partition_key: str | None = None, ordering_key: bytes | None = None, publish_time: int = 0,
+                 event_time: int = 0, redelivery_count: int = 0, producer_name: str = "", sequence_id: int = 0,
+                 schema_version: bytes = b"") -> None:
+        self._data = data
+        self._message_id = message_id
+        self._topic = topic
+        self._properties = properties if properties is not None else {}
+        self._partition_key = partition_key
+        self._ordering_key = ordering_key
+        self._publish_time = publish_time
+        self._event_time = event_time
+        self._redelivery_count = redelivery_count
+        self._producer_name = producer_name
+        self._sequence_id = sequence_id
+        self._schema_version = schema_version
+
+    def data(self) -> bytes:
+        """The payload, as bytes."""
+        return self._data
+
+    def value(self) -> Any:
+        """The payload (without a schema: bytes, as the official client's BytesSchema gives)."""
+        return self._data
+
+    def properties(self) -> dict[str, str]:
+        return self._properties
+
+    def partition_key(self) -> str:
+        return self._partition_key or ""
+
+    def has_partition_key(self) -> bool:
+        return self._partition_key is not None
+
+    def ordering_key(self) -> bytes:
+        return self._ordering_key or b""
+
+    def publish_timestamp(self) -> int:
+        """When the producer published it, in milliseconds since the epoch."""
+        return self._publish_time
+
+    def event_timestamp(self) -> int:
+        """The event time the producer gave, in milliseconds since the epoch (0: none)."""
+        return self._event_time
+
+    def message_id(self) -> MessageId:
+        return self._message_id
+
+    def topic_name(self) -> str:
+        return self._topic
+
+    def redelivery_count(self) -> int:
+        return self._redelivery_count
+
+    def producer_name(self) -> str:
+        return self._producer_name
+
+    def sequence_id(self) -> int:
+        return self._sequence_id
+
+    def schema_version(self) -> bytes:
+        return self._schema_version
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return "<Message %s on %s, %d bytes>" % (self._message_id, self._topic, len(self._data))

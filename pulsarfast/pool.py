@@ -1,0 +1,92 @@
+"""One connection per broker, shared by every producer, consumer and lookup
+of a client (the protocol's connection sharing).
+
+``ConnectionPool.get(logical_url, address)`` returns the open connection for
+that (broker, socket address) pair, connecting first when there is none;
+callers that ask for the same broker at once wait for one attempt. A closed
+connection leaves the pool, and the next ``get`` makes a new one.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from msgengine.runtime import Backend
+
+from .connection import BrokerConnection
+from .errors import AlreadyClosed
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, tuple[str, int]]
+
+
+class ConnectionPool:
+    def __init__(self, backend: Backend, make: Callable[[str, tuple[str, int], bool], BrokerConnection]) -> None:
+        self.backend = backend
+        self._make = make
+        self._lock = backend.lock()
+        self._connections: dict[Key, BrokerConnection] = {}
+        self._connecting: dict[Key, Any] = {}  # key -> lock held by the task that connects
+        self._closed = False
+
+    def get(self, logical_url: str, address: tuple[str, int], through_proxy: bool = False) -> BrokerConnection:
+        key = (logical_url, address)
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise AlreadyClosed("the client is closed")
+                conn = self._connections.get(key)
+                if conn is not None and conn.is_ready():
+                    return conn
+                gate = self._connecting.get(key)
+                if gate is None:
+                    gate = self._connecting[key] = self.backend.lock()
+                    gate.acquire()
+                    mine = True
+                else:
+                    mine = False
+            if not mine:
+                with gate:  # wait for the attempt under way, then look again
+                    pass
+                continue
+            try:
+                conn = self._make(logical_url, address, through_proxy)
+                conn.connect()
+            finally:
+                with self._lock:
+                    del self._connecting[key]
+                gate.release()
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._connections[key] = conn
+            if closed:
+                conn.close()
+                raise AlreadyClosed("the client is closed")
+            conn.add_close_listener(lambda closed_conn, key=key: self._forget(key, closed_conn))
+            return conn
+
+    def _forget(self, key: Key, conn: BrokerConnection) -> None:
+        with self._lock:
+            if self._connections.get(key) is conn:
+                del self._connections[key]
+
+    def connections(self) -> list[BrokerConnection]:
+        with self._lock:
+            return list(self._connections.values())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections = list(self._connections.values())
+            self._connections.clear()
+        for conn in connections:
+            conn.close()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the connections are the parent's (each dropped its socket already)."""
+        self._lock = self.backend.lock()
+        self._connections = {}
+        self._connecting = {}
+        self._closed = True

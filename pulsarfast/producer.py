@@ -1,0 +1,519 @@
+"""Producers: ``Producer`` (the public object, one topic, possibly
+partitioned) over one ``PartitionProducer`` per partition.
+
+A ``PartitionProducer`` owns one broker-side producer: its producer id
+(stable for the client's life, so frames built once stay valid), its name,
+its sequence ids, and the sends still waiting for the broker's receipt, in
+sequence order. Every send is framed once, queued, and written at once when
+the producer is connected; a receipt resolves the oldest send (receipts come
+in order); a send that waits longer than ``send_timeout_millis`` fails with
+``Timeout``. When the broker closes the producer or the connection dies, the
+client's supervisor looks the topic up again and re-creates it; the sends
+still waiting are then written again, in order, with their sequence ids, so
+nothing acknowledged to a caller is lost and nothing unacknowledged is
+dropped silently.
+
+``Producer`` routes: a message with a ``partition_key`` to the partition its
+hash gives (the official client's BoostHash by default, so keys land where
+the official client puts them), others round robin from a random start
+(``RoundRobinDistribution``) or to one random partition
+(``UseSinglePartition``), or to ``message_router(message, partitions)``.
+"""
+from __future__ import annotations
+
+import collections
+import datetime
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from msgengine.runtime import monotonic
+
+from . import proto
+from .enums import PartitionsRoutingMode
+from .errors import (
+    AlreadyClosed,
+    InvalidConfiguration,
+    MessageTooBig,
+    NotConnected,
+    ProducerQueueIsFull,
+    PulsarException,
+    Result,
+    Timeout,
+    result_of,
+)
+from .hashing import DEFAULT_HASHING_SCHEME, partition_for_key
+from .message import Message, MessageId
+from .wire import encode_payload
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .connection import BrokerConnection
+
+logger = logging.getLogger(__name__)
+
+SendCallback = Callable[[Result, "MessageId | None"], None]
+
+#: errors after which re-sending cannot help: the send fails
+_FINAL_SEND_ERRORS = (Result.TopicTerminated, Result.NotAllowedError, Result.ProducerBlockedQuotaExceededError,
+                      Result.ProducerBlockedQuotaExceededException, Result.MessageTooBig, Result.ProducerFenced)
+
+
+class _Send:
+    """One message waiting for its receipt."""
+
+    __slots__ = ("sequence_id", "frame", "callback", "deadline", "event", "result", "message_id")
+
+    def __init__(self, sequence_id: int, frame: bytes, callback: SendCallback | None, deadline: float,
+                 event: Any) -> None:
+        self.sequence_id = sequence_id
+        self.frame = frame
+        self.callback = callback
+        self.deadline = deadline
+        self.event = event
+        self.result: BaseException | None = None
+        self.message_id: MessageId | None = None
+
+    def finish(self, message_id: MessageId | None, error: BaseException | None) -> None:
+        self.message_id = message_id
+        self.result = error
+        if self.callback is not None:
+            try:
+                self.callback(result_of(error), message_id)
+            except Exception:
+                logger.exception("send_async callback raised")
+        if self.event is not None:
+            self.event.set()
+
+
+class _ProducerLink:
+    """One broker-side life of a PartitionProducer on one connection: what
+    the connection tells (receipts, errors, close) goes to the producer; the
+    supervisor re-creates the producer once this link closes."""
+
+    def __init__(self, producer: "PartitionProducer", conn: "BrokerConnection") -> None:
+        self.producer = producer
+        self.conn = conn
+        self._listeners: list[Callable[[Any], None]] = []
+        self.closed = False
+
+    def on_receipt(self, event: Any) -> None:
+        self.producer.receipt(self, event.sequence_id, event.message_id)
+
+    def on_send_error(self, event: Any) -> None:
+        self.producer.send_error(self, event.sequence_id, event.error)
+
+    def on_closed(self, reason: BaseException) -> None:
+        self.close_link(reason)
+
+    def add_close_listener(self, listener: Callable[[Any], None]) -> None:
+        if self.closed:
+            listener(self)
+        else:
+            self._listeners.append(listener)
+
+    def close_link(self, reason: BaseException | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.conn.unregister_producer(self.producer.producer_id, self)
+        self.producer.link_closed(self, reason)
+        for listener in self._listeners:
+            try:
+                listener(self)
+            except Exception:
+                logger.exception("producer link listener raised")
+
+    def close(self) -> None:
+        self.close_link(AlreadyClosed("producer closed"))
+
+
+class PartitionProducer:
+    """The producer of one topic or partition; see the module docstring."""
+
+    def __init__(self, client: "Client", topic: str, partition: int, *, producer_name: str | None,
+                 initial_sequence_id: int | None, send_timeout_millis: int, max_pending_messages: int,
+                 block_if_queue_full: bool, properties: dict[str, str] | None) -> None:
+        self.client = client
+        self.backend = client.backend
+        self.topic = topic
+        self.partition = partition
+        self.producer_id = client.new_producer_id()
+        self.name = producer_name or ""
+        self.user_provided_name = bool(producer_name)
+        self._next_sequence_id = initial_sequence_id + 1 if initial_sequence_id is not None else 0
+        self._sequence_id_given = initial_sequence_id is not None
+        self.last_sequence_id = initial_sequence_id if initial_sequence_id is not None else -1
+        self.send_timeout = send_timeout_millis / 1000.0 if send_timeout_millis else 0.0
+        self.max_pending = max(1, max_pending_messages)
+        self.block_if_queue_full = block_if_queue_full
+        self.properties = dict(properties or {})
+        self._lock = self.backend.lock()
+        self._pending: collections.deque[_Send] = collections.deque()
+        self._link: _ProducerLink | None = None
+        self._epoch = 0
+        self._room_waiters: list[Any] = []
+        self._drain_waiters: list[Any] = []
+        self._timer: Any = None
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return "<PartitionProducer %s id=%d>" % (self.topic, self.producer_id)
+
+    # -- creating on a broker (the supervisor's connect) ------------------------------
+
+    def establish(self) -> _ProducerLink:
+        """Look the topic up, create the producer on its broker and write the
+        sends still waiting; returns the link (raises when it failed)."""
+        if self.closed:
+            raise AlreadyClosed("producer closed")
+        conn = self.client.connection_for(self.topic)
+        timeout = self.client.operation_timeout
+        link = _ProducerLink(self, conn)
+        conn.register_producer(self.producer_id, link)
+        try:
+            answer = conn.request(
+                lambda rid: proto.producer(self.topic, self.producer_id, rid, self.name or None,
+                                           self.user_provided_name, self._epoch, self.properties),
+                timeout,
+            )
+        except BaseException:
+            conn.unregister_producer(self.producer_id, link)
+            raise
+        self._epoch += 1
+        with self._lock:
+            if self.closed:
+                conn.unregister_producer(self.producer_id, link)
+                raise AlreadyClosed("producer closed")
+            self.name = answer.producer_name
+            if not self._sequence_id_given and answer.last_sequence_id >= 0 and self._next_sequence_id == 0:
+                self._next_sequence_id = answer.last_sequence_id + 1  # (deduplication kept our last id)
+                self.last_sequence_id = answer.last_sequence_id
+            self._link = link
+            frames = [send.frame for send in self._pending]
+            if frames:
+                logger.info("[%s] re-sending %d messages after re-creating the producer", self.topic, len(frames))
+                try:
+                    conn.send_frames(frames)
+                except PulsarException:
+                    pass  # the connection closed: the link closes and the next attempt re-sends
+        return link
+
+    def link_closed(self, link: _ProducerLink, reason: BaseException | None) -> None:
+        with self._lock:
+            if self._link is link:
+                self._link = None
+
+    def is_connected(self) -> bool:
+        link = self._link
+        return link is not None and not link.closed
+
+    # -- sending ----------------------------------------------------------------------
+
+    def send(self, payload: bytes, metadata_args: dict[str, Any], callback: SendCallback | None,
+             wait: bool) -> _Send:
+        """Frame and queue one message; write it when connected. With wait,
+        the returned send has an event to wait on."""
+        max_size = self.client.max_message_size
+        if len(payload) > max_size:
+            raise MessageTooBig("message of %d bytes is larger than the broker's limit of %d" % (len(payload), max_size))
+        event = self.backend.event() if wait else None
+        while True:
+            with self._lock:
+                if self.closed:
+                    raise AlreadyClosed("producer closed")
+                if len(self._pending) < self.max_pending:
+                    sequence_id = metadata_args.pop("sequence_id", None)
+                    if sequence_id is None:
+                        sequence_id = self._next_sequence_id
+                    self._next_sequence_id = sequence_id + 1
+                    metadata = proto.message_metadata(self.name, sequence_id, int(time.time() * 1000),
+                                                      **metadata_args)
+                    frame = encode_payload(proto.send(self.producer_id, sequence_id), metadata, payload)
+                    deadline = monotonic() + self.send_timeout if self.send_timeout else 0.0
+                    send = _Send(sequence_id, frame, callback, deadline, event)
+                    self._pending.append(send)
+                    if deadline and self._timer is None:
+                        self._timer = self.backend.call_later(self.send_timeout, self._expire)
+                    link = self._link
+                    if link is not None and not link.closed:
+                        try:
+                            link.conn.send_frames([frame])
+                        except PulsarException:
+                            pass  # the connection closed: the send waits for the re-created producer
+                    return send
+                if not self.block_if_queue_full:
+                    raise ProducerQueueIsFull("%d messages are waiting for the broker" % len(self._pending))
+                room = self.backend.event()
+                self._room_waiters.append(room)
+            room.wait(1.0)
+
+    def _wake(self, waiters: list[Any]) -> None:
+        for waiter in waiters:
+            waiter.set()
+
+    def receipt(self, link: _ProducerLink, sequence_id: int, message_id: Any) -> None:
+        with self._lock:
+            pending = self._pending
+            if not pending or sequence_id < pending[0].sequence_id:
+                return  # a receipt of a send that already failed (timeout), or a duplicate
+            if sequence_id > pending[0].sequence_id:
+                head = pending[0].sequence_id
+                out_of_order = True
+            else:
+                out_of_order = False
+                send = pending.popleft()
+                self.last_sequence_id = sequence_id
+                waiters = self._room_waiters + self._drain_waiters
+                self._room_waiters = []
+                self._drain_waiters = []
+        if out_of_order:
+            logger.error("[%s] receipt for sequence id %d while %d is the oldest waiting: reconnecting",
+                         self.topic, sequence_id, head)
+            link.conn.close(NotConnected("receipts out of order"))
+            return
+        mid = MessageId.from_proto(message_id, partition=self.partition, topic=self.topic) if message_id else None
+        self._wake(waiters)
+        send.finish(mid, None)
+
+    def send_error(self, link: _ProducerLink, sequence_id: int, error: PulsarException) -> None:
+        if error.result not in _FINAL_SEND_ERRORS:
+            logger.warning("[%s] the broker refused sequence id %d (%s): reconnecting", self.topic, sequence_id, error)
+            link.conn.close(error)
+            return
+        with self._lock:
+            failed = [s for s in self._pending if s.sequence_id == sequence_id]
+            for send in failed:
+                self._pending.remove(send)
+            waiters = self._room_waiters + self._drain_waiters
+            self._room_waiters = []
+            self._drain_waiters = []
+        self._wake(waiters)
+        for send in failed:
+            send.finish(None, error)
+
+    def _expire(self) -> None:
+        """The send timeout's timer: fail the sends waiting longer than it."""
+        now = monotonic()
+        with self._lock:
+            self._timer = None
+            expired = []
+            while self._pending and self._pending[0].deadline and self._pending[0].deadline <= now:
+                expired.append(self._pending.popleft())
+            if self._pending and self._pending[0].deadline and not self.closed:
+                self._timer = self.backend.call_later(max(0.001, self._pending[0].deadline - now), self._expire)
+            waiters = self._room_waiters + self._drain_waiters if expired else []
+            if expired:
+                self._room_waiters = []
+                self._drain_waiters = []
+        if expired:
+            self.backend.spawn(self._fail, expired, Timeout("no receipt from the broker within %.1fs" % self.send_timeout))
+            self._wake(waiters)
+
+    @staticmethod
+    def _fail(sends: list[_Send], error: BaseException) -> None:
+        for send in sends:
+            send.finish(None, error)
+
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def flush(self, timeout: float | None) -> None:
+        """Wait until every send made before the call has its outcome."""
+        with self._lock:
+            if not self._pending:
+                return
+            last = self._pending[-1].sequence_id
+        deadline = monotonic() + timeout if timeout else None
+        while True:
+            with self._lock:
+                if not self._pending or self._pending[0].sequence_id > last:
+                    return
+                event = self.backend.event()
+                self._drain_waiters.append(event)
+            remaining = deadline - monotonic() if deadline is not None else 1.0
+            if remaining <= 0:
+                raise Timeout("flush: %d messages still wait for the broker" % len(self._pending))
+            event.wait(min(remaining, 1.0))
+
+    def close(self, timeout: float) -> None:
+        """Flush, then close on the broker; sends still waiting fail with AlreadyClosed."""
+        try:
+            self.flush(timeout)
+        except PulsarException:
+            pass
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            link, self._link = self._link, None
+            failed = list(self._pending)
+            self._pending.clear()
+            timer, self._timer = self._timer, None
+            waiters = self._room_waiters + self._drain_waiters
+        if timer is not None:
+            timer.cancel()
+        self._wake(waiters)
+        self._fail(failed, AlreadyClosed("producer closed before the broker's receipt"))
+        if link is not None and not link.closed:
+            try:
+                link.conn.request(lambda rid: proto.close_producer(self.producer_id, rid), timeout)
+            except PulsarException as exc:
+                logger.debug("[%s] closing the producer on the broker: %s", self.topic, exc)
+            link.close()
+
+    def fail_all(self, error: BaseException) -> None:
+        with self._lock:
+            failed = list(self._pending)
+            self._pending.clear()
+        self._fail(failed, error)
+
+
+def _check_type(name: str, value: Any, types: Any, type_name: str) -> None:
+    if value is not None and not isinstance(value, types):
+        raise ValueError("Argument %s is expected to be of type '%s' and not '%s'" % (name, type_name, type(value).__name__))
+
+
+class Producer:
+    """Publishes to one topic (all of its partitions, when partitioned)."""
+
+    def __init__(self, client: "Client", topic: str, partitions: list[PartitionProducer], *,
+                 routing_mode: PartitionsRoutingMode, hashing_scheme: str, message_router: Any,
+                 send_timeout_millis: int) -> None:
+        self._client = client
+        self._topic = topic
+        self._partitions = partitions
+        self._routing_mode = routing_mode
+        self._hashing_scheme = hashing_scheme
+        self._message_router = message_router
+        self._next_partition = random.randrange(len(partitions))
+        self._send_timeout = send_timeout_millis / 1000.0 if send_timeout_millis else None
+        self._closed = False
+
+    # -- the official API ---------------------------------------------------------------
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._partitions[0].name
+
+    def last_sequence_id(self) -> int:
+        return max(p.last_sequence_id for p in self._partitions)
+
+    def is_connected(self) -> bool:
+        return not self._closed and all(p.is_connected() for p in self._partitions)
+
+    def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,
+             ordering_key: str | None = None, sequence_id: int | None = None,
+             replication_clusters: list[str] | None = None, disable_replication: bool = False,
+             event_timestamp: int | None = None, deliver_at: int | None = None,
+             deliver_after: datetime.timedelta | None = None) -> MessageId:
+        """Publish and block until the broker's receipt: the message's id. Raises on failure."""
+        send = self._send(content, None, True, properties, partition_key, ordering_key, sequence_id,
+                          replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after)
+        send.event.wait()
+        if send.result is not None:
+            raise send.result
+        assert send.message_id is not None
+        return send.message_id
+
+    def send_async(self, content: bytes, callback: SendCallback, properties: dict[str, str] | None = None,
+                   partition_key: str | None = None, ordering_key: str | None = None,
+                   sequence_id: int | None = None, replication_clusters: list[str] | None = None,
+                   disable_replication: bool = False, event_timestamp: int | None = None,
+                   deliver_at: int | None = None, deliver_after: datetime.timedelta | None = None) -> None:
+        """Publish without waiting: ``callback(result, message_id)`` once the broker answers
+        (``Result.Ok`` and the id, or an error code and None)."""
+        if not callable(callback):
+            raise ValueError("callback must be callable, not %r" % (callback,))
+        try:
+            self._send(content, callback, False, properties, partition_key, ordering_key, sequence_id,
+                       replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after)
+        except PulsarException as exc:
+            callback(exc.result, None)
+
+    def flush(self) -> None:
+        """Block until every message sent before the call has its outcome."""
+        for partition in self._partitions:
+            partition.flush(self._send_timeout)
+
+    def close(self) -> None:
+        """Wait for the messages in flight, then close on the broker."""
+        if self._closed:
+            return
+        self._closed = True
+        for partition in self._partitions:
+            self._client.forget_producer(partition)
+            partition.close(self._client.operation_timeout)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _send(self, content: Any, callback: SendCallback | None, wait: bool, properties: Any, partition_key: Any,
+              ordering_key: Any, sequence_id: Any, replication_clusters: Any, disable_replication: bool,
+              event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> _Send:
+        if self._closed:
+            raise AlreadyClosed("producer closed")
+        if content is None:
+            payload = b""
+        elif isinstance(content, bytes):
+            payload = content
+        elif isinstance(content, (bytearray, memoryview)):
+            payload = bytes(content)
+        else:
+            raise TypeError("content must be bytes (a producer without a schema), not %s" % type(content).__name__)
+        _check_type("properties", properties, dict, "dict")
+        _check_type("partition_key", partition_key, str, "str")
+        _check_type("ordering_key", ordering_key, str, "str")
+        _check_type("sequence_id", sequence_id, int, "int")
+        _check_type("replication_clusters", replication_clusters, list, "list")
+        _check_type("event_timestamp", event_timestamp, int, "int")
+        _check_type("deliver_at", deliver_at, int, "int")
+        _check_type("deliver_after", deliver_after, datetime.timedelta, "timedelta")
+        metadata_args: dict[str, Any] = {}
+        if properties:
+            metadata_args["properties"] = {str(k): str(v) for k, v in properties.items()}
+        if partition_key:
+            metadata_args["partition_key"] = partition_key
+        if ordering_key:
+            metadata_args["ordering_key"] = ordering_key.encode("utf-8")
+        if sequence_id:
+            metadata_args["sequence_id"] = sequence_id
+        if event_timestamp:
+            metadata_args["event_time"] = event_timestamp
+        if disable_replication:
+            metadata_args["replicate_to"] = ["__local__"]
+        elif replication_clusters:
+            metadata_args["replicate_to"] = replication_clusters
+        if deliver_after:
+            metadata_args["deliver_at_time"] = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+        elif deliver_at:
+            metadata_args["deliver_at_time"] = deliver_at
+        if content is None:
+            metadata_args["null_value"] = True
+        partition = self._choose(payload, partition_key, properties)
+        return partition.send(payload, metadata_args, callback, wait)
+
+    def _choose(self, payload: bytes, partition_key: str | None, properties: Any) -> PartitionProducer:
+        partitions = self._partitions
+        count = len(partitions)
+        if count == 1:
+            return partitions[0]
+        if self._message_router is not None:
+            message = Message(payload, MessageId(), self._topic, properties=dict(properties or {}),
+                              partition_key=partition_key)
+            index = self._message_router(message, count)
+            if not isinstance(index, int) or not 0 <= index < count:
+                raise InvalidConfiguration("message_router returned %r for %d partitions" % (index, count))
+            return partitions[index]
+        if partition_key:
+            return partitions[partition_for_key(partition_key, count, self._hashing_scheme)]
+        if self._routing_mode == PartitionsRoutingMode.UseSinglePartition:
+            return partitions[self._next_partition]
+        index = self._next_partition
+        self._next_partition = (index + 1) % count
+        return partitions[index]
+
+
+DEFAULT_HASHING = DEFAULT_HASHING_SCHEME

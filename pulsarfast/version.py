@@ -1,0 +1,2 @@
+"""The package version."""
+__version__ = "0.1.0"
