@@ -1,20 +1,24 @@
 # Everything starts from a bare machine with python3 and go: `make test` and
 # `make demo` create .venv, install the package (compiling nsq/_frame.pyx) and
-# build nsqd/nsqlookupd into .nsq-bin when they are missing.
+# build nsqd/nsqlookupd into .nsq-bin when they are missing. `make test` also
+# resolves Apache Pulsar's broker jars into .pulsar-lib (ci/install-pulsar.sh:
+# needs Java 17 and Maven, which it installs with apt-get when root) for the
+# tests that start a real Pulsar standalone broker.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
+PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq test demo bench pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar test demo bench pynsq-corpus fuzz soak reliability clean
 
-$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx Makefile
+$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet -e '.[spark]'
-	$(PY) -c "import nsq.codec as c, sys; print('nsq codec:', c.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython')"
+	$(PY) -c "import nsq.codec as c, pulsarfast.wire as w, sys; print('nsq codec:', c.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython')"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,7 +28,12 @@ $(NSQD):
 
 nsq: $(NSQD)
 
-test: install nsq
+$(PULSAR_STAMP):
+	bash ci/install-pulsar.sh
+
+pulsar: $(PULSAR_STAMP)
+
+test: install nsq pulsar
 	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 $(PY) -m pytest -q
 	NSQ_PURE_PYTHON=1 $(PY) -m pytest -q -m pure
 

@@ -22,9 +22,9 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$PULSAR_VERSION" ]] && ls "$LIB_DIR"/
     exit 0
 fi
 
-command -v java >/dev/null 2>&1 || { log "error: a Java runtime (17) is required"; exit 1; }
 if ! command -v mvn >/dev/null 2>&1; then
     if command -v apt-get >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
+        # Debian's maven depends on default-jre-headless: this brings a Java runtime too if missing
         log "installing maven from Debian's packages"
         apt-get update -qq >&2 && apt-get install -y -qq maven >&2
     else
@@ -32,6 +32,7 @@ if ! command -v mvn >/dev/null 2>&1; then
         exit 1
     fi
 fi
+command -v java >/dev/null 2>&1 || { log "error: a Java runtime (17) is required"; exit 1; }
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/install-pulsar.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

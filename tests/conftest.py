@@ -1,5 +1,7 @@
 # Shared pytest fixtures: real nsqd / nsqlookupd servers (tests/servers.py), fault proxies
-# (tests/faultproxy.py), a unique `topic` per test and the `backend` parametrization.
+# (tests/faultproxy.py), a unique `topic` per test and the `backend` parametrization; one real
+# Apache Pulsar standalone broker per run (tests/pulsar_broker.py), started by the first test
+# that asks for `pulsar_broker` / `pulsar_service_url`.
 #
 # gevent must NOT be monkey-patched globally: the client is used both on gevent and on plain
 # threads in the same test session, and the harness itself relies on real threads/sockets.
@@ -9,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import threading
 import uuid
 
 import pytest
@@ -21,6 +25,13 @@ os.environ.setdefault("NSQ_CHECK_HUB_THREAD", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from faultproxy import FaultProxy  # noqa: E402
+from pulsar_broker import (  # noqa: E402
+    PULSAR_VERSION,
+    PulsarBroker,
+    PulsarNotInstalled,
+    pulsar_lib_dir,
+    require_pulsar_lib,
+)
 from servers import (  # noqa: E402
     NsqBinaryNotFound,
     Nsqd,
@@ -47,11 +58,17 @@ def _gevent_patched() -> bool:
 
 
 def pytest_report_header(config):
+    lines = []
     try:
         folder = require_nsq_bin()
-        return f"nsq binaries: {folder}"
+        lines.append(f"nsq binaries: {folder}")
     except NsqBinaryNotFound:
-        return f"nsq binaries: MISSING in {nsq_bin_dir()} (run `bash ci/install-nsq.sh`)"
+        lines.append(f"nsq binaries: MISSING in {nsq_bin_dir()} (run `bash ci/install-nsq.sh`)")
+    try:
+        lines.append(f"pulsar {PULSAR_VERSION} jars: {require_pulsar_lib()}")
+    except PulsarNotInstalled:
+        lines.append(f"pulsar {PULSAR_VERSION} jars: MISSING in {pulsar_lib_dir()} (run `bash ci/install-pulsar.sh`)")
+    return lines
 
 
 def _need_binaries() -> None:
@@ -74,7 +91,10 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call"):
-        for server in item.stash.get(_SERVERS_KEY, []):
+        servers = list(item.stash.get(_SERVERS_KEY, []))
+        if "pulsar_broker" in getattr(item, "fixturenames", ()):
+            servers += [b for b in _pulsar_brokers if b.running]  # the session's broker
+        for server in servers:
             tail = server.log_tail(3000)
             if tail:
                 report.sections.append((f"{server.binary_name} {server.tcp_address} log (tail)", tail))
@@ -169,6 +189,94 @@ def fault_proxy_factory():
             errors.append(exc)
     if errors:
         raise errors[0]
+
+
+# ----------------------------------------------------------------------------- pulsar broker
+
+_pulsar_brokers: list = []  # the session's broker: for failure reports and the SIGTERM handler
+
+
+def _kill_pulsar_brokers() -> None:
+    for broker in list(_pulsar_brokers):
+        try:
+            broker.kill()
+        except Exception:
+            pass
+
+
+def _install_sigterm_cleanup():
+    """On SIGTERM: kill the broker JVM and remove its dirs, then let SIGTERM do what it did before.
+
+    (The JVM is also started with PR_SET_PDEATHSIG and the harness registers an atexit hook: no
+    java process outlives the test run even on SIGKILL; this handler also removes the temp dir.)
+    Returns a function restoring the previous handler, or None when none was installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN:
+        return None
+
+    def on_sigterm(signum, frame):
+        _kill_pulsar_brokers()
+        signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    def restore():
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    return restore
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker(request) -> PulsarBroker:
+    """One real Pulsar standalone broker for the whole run (started by the first test asking for
+    it, ready in about 4-6 s), stopped at the end of the session, also after Ctrl-C."""
+    try:
+        require_pulsar_lib()
+        missing = None
+    except PulsarNotInstalled as exc:
+        missing = str(exc)
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    broker = PulsarBroker()
+    _pulsar_brokers.append(broker)
+    restore_sigterm = _install_sigterm_cleanup()
+
+    def finish():
+        try:
+            broker.stop()
+        finally:
+            _pulsar_brokers.remove(broker)
+            if restore_sigterm is not None:
+                restore_sigterm()
+
+    request.addfinalizer(finish)
+    broker.start()
+    return broker
+
+
+@pytest.fixture
+def pulsar_service_url(pulsar_broker) -> str:
+    """``pulsar://127.0.0.1:<port>`` of the session's broker."""
+    return pulsar_broker.service_url
+
+
+_PULSAR_TOPIC_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_]+")
+
+
+@pytest.fixture
+def pulsar_topic(request) -> str:
+    """A unique short topic name in public/default: ``t_<test name>_<random>``, at most 64 chars of [a-zA-Z0-9_]."""
+    suffix = "_" + uuid.uuid4().hex[:8]
+    base = "t_" + _PULSAR_TOPIC_BAD_CHARS.sub("_", request.node.name).strip("_")
+    return base[: 64 - len(suffix)] + suffix
 
 
 # ----------------------------------------------------------------------------- names / params

@@ -1,0 +1,445 @@
+# Test harness that runs a REAL Apache Pulsar standalone broker (4.0.7, jars resolved from Maven
+# Central by ci/install-pulsar.sh into .pulsar-lib/) on loopback ports, with its metadata store
+# (embedded RocksDB, no ZooKeeper) and its bookie in a private temp dir, plus small admin-API
+# helpers built on the standard library only. No fakes.
+#
+# The JVM takes several seconds to come up: start ONE broker per test run (tests/conftest.py's
+# session-scoped `pulsar_broker` fixture), not one per test.
+from __future__ import annotations
+
+import atexit
+import glob
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Mapping, Optional, Sequence
+
+from servers import LOOPBACK, REPO_ROOT, ServerStartError, _pdeathsig_preexec, free_port
+
+__all__ = [
+    "PULSAR_VERSION",
+    "PulsarNotInstalled",
+    "PulsarAdminError",
+    "PulsarBroker",
+    "pulsar_lib_dir",
+    "require_pulsar_lib",
+]
+
+PULSAR_VERSION = "4.0.7"  # keep in step with ci/install-pulsar.sh
+DEFAULT_START_TIMEOUT = 90.0
+DEFAULT_STOP_TIMEOUT = 15.0
+HTTP_TIMEOUT = 10.0
+NAMESPACE = "public/default"
+
+# Java 17 closes these packages; Pulsar, BookKeeper and Netty reach into them.
+_ADD_OPENS = (
+    "java.base/java.io",
+    "java.base/java.util.zip",
+    "java.base/sun.net",
+    "java.base/java.nio",
+    "java.base/jdk.internal.misc",
+    "java.base/jdk.internal.platform",
+    "java.management/sun.management",
+    "jdk.management/com.sun.management.internal",
+)
+
+# Serial GC and the C1-only JIT: ready in about 4 s instead of 5 s with the default G1 + C2
+# (measured on 2 cores), and a test broker never needs peak throughput. No perf-data file in /tmp
+# (a SIGKILLed JVM would leave it behind). Pass jvm_args=(...) for a broker meant for benchmarks.
+DEFAULT_JVM_ARGS = (
+    "-Xmx768m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+)
+
+# INFO to stdout (our log file), without the caller-location lookups of BookKeeper's bundled
+# log4j2.xml (which also re-reads itself every 10 s).
+_LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="warn">
+  <Appenders>
+    <Console name="CONSOLE" target="SYSTEM_OUT">
+      <PatternLayout pattern="%d{HH:mm:ss.SSS} %-5p [%t] %c{1} - %m%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="CONSOLE"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+class PulsarNotInstalled(RuntimeError):
+    """The Pulsar broker jars are not in the jars folder."""
+
+
+class PulsarAdminError(RuntimeError):
+    """An admin REST call answered with an HTTP error (``status`` and ``body`` attached)."""
+
+    def __init__(self, method: str, path: str, status: int, body: str):
+        super().__init__(f"{method} {path} -> {status}: {body.strip()[:2000]}")
+        self.method = method
+        self.path = path
+        self.status = status
+        self.body = body
+
+
+# --------------------------------------------------------------------------- jars
+
+
+def pulsar_lib_dir() -> str:
+    """Folder holding the broker's jars: $PULSAR_LIB_DIR or <repo>/.pulsar-lib (not checked)."""
+    return os.path.abspath(os.environ.get("PULSAR_LIB_DIR") or os.path.join(REPO_ROOT, ".pulsar-lib"))
+
+
+def require_pulsar_lib(folder: Optional[str] = None) -> str:
+    """Return the jars folder, or raise PulsarNotInstalled telling how to install the jars."""
+    folder = os.path.abspath(folder or pulsar_lib_dir())
+    broker_jar = os.path.join(folder, f"pulsar-broker-{PULSAR_VERSION}.jar")
+    if not os.path.isfile(broker_jar):
+        found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "pulsar-broker-*.jar")))
+        what = f"found {found} instead" if found else "no pulsar-broker jar there"
+        raise PulsarNotInstalled(
+            f"Apache Pulsar {PULSAR_VERSION} broker jars not found in {folder} ({what}). "
+            f"Run `bash ci/install-pulsar.sh` (or `make pulsar`) from the repo root: it resolves them "
+            f"from Maven Central with mvn into .pulsar-lib/. Or point PULSAR_LIB_DIR at a folder holding them."
+        )
+    if shutil.which("java") is None:
+        raise PulsarNotInstalled("a Java runtime (17) is required to run the Pulsar broker: `java` is not on PATH")
+    return folder
+
+
+# --------------------------------------------------------------------------- broker
+
+_live_brokers: set = set()  # strong refs until stop(): the atexit net must still see forgotten brokers
+
+
+@atexit.register
+def _kill_leftovers() -> None:  # safety net if nobody called stop()
+    for broker in list(_live_brokers):
+        try:
+            broker.kill()
+        except Exception:
+            pass
+
+
+class PulsarBroker:
+    """A real Pulsar standalone broker on free loopback ports with its own data dirs.
+
+    ``PulsarBroker(config=None, jvm_args=DEFAULT_JVM_ARGS).start()`` — ``config`` entries are
+    broker.conf keys that override (or add to) the defaults below, e.g.
+    ``{"authenticationEnabled": "true", ...}``. ``stop()`` (SIGTERM, SIGKILL after 15 s) removes
+    the temp dir with data and log. Every listener (binary, web, the embedded bookie) is on 127.0.0.1.
+    """
+
+    binary_name = "pulsar-standalone"
+
+    def __init__(
+        self,
+        config: Optional[Mapping[str, Any]] = None,
+        jvm_args: Sequence[str] = DEFAULT_JVM_ARGS,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        lib_dir: Optional[str] = None,
+    ):
+        self.lib_dir = lib_dir or pulsar_lib_dir()
+        self.extra_config = {str(k): str(v) for k, v in (config or {}).items()}
+        self.jvm_args = [str(a) for a in jvm_args]
+        self.start_timeout = start_timeout
+        self.tmp_dir: Optional[str] = None
+        self.log_path: Optional[str] = None
+        self.port = 0
+        self.web_port = 0
+        self.proc: Optional[subprocess.Popen] = None
+        self.start_seconds: Optional[float] = None  # how long the last start() took until ready
+        self._log_file = None
+        self._lock = threading.RLock()
+
+    # -- addresses
+    @property
+    def host(self) -> str:
+        return LOOPBACK
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{LOOPBACK}:{self.port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.web_port}"
+
+    @property
+    def tcp_address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<PulsarBroker {self.service_url} web={self.web_url} {state}>"
+
+    # -- files
+    def _config_text(self) -> str:
+        conf = {
+            "clusterName": "standalone",
+            "bindAddress": LOOPBACK,
+            "advertisedAddress": LOOPBACK,
+            "brokerServicePort": str(self.port),
+            "webServicePort": str(self.web_port),
+            # empty: metadata in an embedded RocksDB store under --metadata-dir, no ZooKeeper
+            "metadataStoreUrl": "",
+            "configurationMetadataStoreUrl": "",
+            "managedLedgerDefaultEnsembleSize": "1",
+            "managedLedgerDefaultWriteQuorum": "1",
+            "managedLedgerDefaultAckQuorum": "1",
+            # the embedded bookie binds loopback too
+            "listeningInterface": "lo",
+            "allowLoopback": "true",
+            "allowAutoTopicCreation": "true",
+            "allowAutoTopicCreationType": "non-partitioned",
+            # an idle topic of a slow test must not vanish under it
+            "brokerDeleteInactiveTopicsEnabled": "false",
+            "functionsWorkerEnabled": "false",
+            "transactionCoordinatorEnabled": "false",
+            "loadBalancerEnabled": "false",
+            "authenticationEnabled": "false",
+            "managedLedgerCacheSizeMB": "64",
+            "dbStorage_writeCacheMaxSizeMb": "32",
+            "dbStorage_readAheadCacheMaxSizeMb": "32",
+            "journalMaxSizeMB": "256",
+        }
+        conf.update(self.extra_config)
+        return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+    def _command(self) -> list:
+        assert self.tmp_dir is not None
+        cmd = ["java", *self.jvm_args]
+        cmd += [f"--add-opens={pkg}=ALL-UNNAMED" for pkg in _ADD_OPENS]
+        cmd += [
+            "-Dio.netty.tryReflectionSetAccessible=true",
+            f"-Dlog4j.configurationFile={os.path.join(self.tmp_dir, 'log4j2.xml')}",
+            f"-Djava.io.tmpdir={self.tmp_dir}",
+            "-cp",
+            os.path.join(self.lib_dir, "*"),
+            "org.apache.pulsar.PulsarStandaloneStarter",
+            "--config", os.path.join(self.tmp_dir, "standalone.conf"),
+            "--wipe-data",
+            "--no-functions-worker",
+            "--no-stream-storage",
+            "--metadata-dir", os.path.join(self.tmp_dir, "metadata"),
+            "--bookkeeper-dir", os.path.join(self.tmp_dir, "bookkeeper"),
+            "-a", LOOPBACK,
+        ]
+        return cmd
+
+    def log_tail(self, max_bytes: int = 4000) -> str:
+        """Last bytes of the broker's combined stdout/stderr log."""
+        if not self.log_path:
+            return ""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - max_bytes))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    # -- lifecycle
+    def start(self) -> "PulsarBroker":
+        """Start on fresh free ports and wait until the admin API answers; no-op if running.
+
+        Raises ServerStartError (with the log tail) if the JVM exits or is not ready within
+        ``start_timeout``; nothing is left behind in that case.
+        """
+        with self._lock:
+            if self.running:
+                return self
+            require_pulsar_lib(self.lib_dir)
+            began = time.monotonic()
+            try:
+                self._spawn()
+                self._wait_ready(began + self.start_timeout)
+            except BaseException:  # also a pytest-timeout or Ctrl-C in the middle of the wait
+                self._cleanup(kill=True)
+                raise
+            self.start_seconds = time.monotonic() - began
+            return self
+
+    def _spawn(self) -> None:
+        self.tmp_dir = tempfile.mkdtemp(prefix="pulsar-standalone-")
+        self.log_path = os.path.join(self.tmp_dir, "pulsar-standalone.log")
+        self.port = free_port()
+        self.web_port = free_port()
+        with open(os.path.join(self.tmp_dir, "standalone.conf"), "w") as f:
+            f.write(self._config_text())
+        with open(os.path.join(self.tmp_dir, "log4j2.xml"), "w") as f:
+            f.write(_LOG4J2_XML)
+        cmd = self._command()
+        self._log_file = open(self.log_path, "ab")
+        self._log_file.write(f"==== {time.strftime('%H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
+        self._log_file.flush()
+        _live_brokers.add(self)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            cwd=self.tmp_dir,
+            close_fds=True,
+            preexec_fn=_pdeathsig_preexec(),  # the JVM dies with us even on SIGKILL (Linux)
+        )
+
+    def _ready(self) -> bool:
+        # The binary port accepts connections well before the broker serves: the admin API is the
+        # signal. The standalone creates the cluster, then tenant "public", then "public/default"
+        # (about 60 ms after the cluster shows): wait for the namespace the tests use too.
+        try:
+            clusters = self._call("GET", "/admin/v2/clusters", timeout=2.0)
+            if "standalone" not in (clusters or []):
+                return False
+            namespaces = self._call("GET", "/admin/v2/namespaces/public", timeout=2.0)
+            return NAMESPACE in (namespaces or [])
+        except (OSError, http.client.HTTPException, PulsarAdminError, ValueError):
+            return False
+
+    def _wait_ready(self, deadline: float) -> None:
+        while True:
+            if self.proc.poll() is not None:
+                raise ServerStartError(
+                    f"the Pulsar broker exited with code {self.proc.returncode} during startup "
+                    f"(port {self.port}, web {self.web_port}); log tail:\n{self.log_tail(6000)}"
+                )
+            if self._ready():
+                return
+            if time.monotonic() >= deadline:
+                raise ServerStartError(
+                    f"the Pulsar broker was not ready within {self.start_timeout:.0f}s "
+                    f"(GET {self.web_url}/admin/v2/clusters); log tail:\n{self.log_tail(6000)}"
+                )
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> Optional[int]:
+        """SIGTERM, wait up to ``timeout`` (then SIGKILL); remove the temp dir. Returns the exit code."""
+        with self._lock:
+            proc = self.proc
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._cleanup(kill=True)
+            return None if proc is None else proc.returncode
+
+    def kill(self) -> Optional[int]:
+        """SIGKILL at once; remove the temp dir. Returns the exit code."""
+        with self._lock:
+            proc = self.proc
+            self._cleanup(kill=True)
+            return None if proc is None else proc.returncode
+
+    def _cleanup(self, kill: bool) -> None:
+        proc = self.proc
+        if proc is not None:
+            if kill and proc.poll() is None:
+                proc.kill()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+                pass
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self.tmp_dir is not None:
+            if os.environ.get("NSQ_TEST_KEEP_DIRS"):
+                sys.stderr.write(f"kept Pulsar broker dir {self.tmp_dir}\n")
+            else:
+                shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        _live_brokers.discard(self)
+
+    def __enter__(self) -> "PulsarBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- admin REST API (stdlib only)
+    def _call(self, method: str, path: str, body: Any = None, timeout: float = HTTP_TIMEOUT) -> Any:
+        data = None
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.web_url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode("utf-8", "replace")
+            exc.close()
+            raise PulsarAdminError(method, path, exc.code, text) from None
+        if not raw:
+            return None
+        return json.loads(raw)
+
+    def admin(self, method: str, path: str, body: Any = None, timeout: float = HTTP_TIMEOUT) -> Any:
+        """Any admin call: ``admin("GET", "/admin/v2/tenants")`` -> parsed JSON (None if empty)."""
+        return self._call(method, path, body, timeout)
+
+    @staticmethod
+    def topic_path(name: str) -> str:
+        """``/admin/v2/persistent/public/default/<name>`` for a short topic name."""
+        return f"/admin/v2/persistent/{NAMESPACE}/{urllib.parse.quote(name, safe='')}"
+
+    def topic_name(self, name: str) -> str:
+        """The full name the client uses: ``persistent://public/default/<name>``."""
+        return f"persistent://{NAMESPACE}/{name}"
+
+    def clusters(self) -> list:
+        return self._call("GET", "/admin/v2/clusters")
+
+    def create_partitioned_topic(self, name: str, partitions: int) -> None:
+        self._call("PUT", self.topic_path(name) + "/partitions", int(partitions))
+
+    def partitions(self, name: str) -> int:
+        """Partition count of the topic's metadata (0: not partitioned). PulsarAdminError 404: no such topic."""
+        return int(self._call("GET", self.topic_path(name) + "/partitions")["partitions"])
+
+    def unload_topic(self, name: str) -> None:
+        """Unload the topic (or a partition, ``<name>-partition-<i>``): its clients must reconnect."""
+        self._call("PUT", self.topic_path(name) + "/unload")
+
+    def topic_stats(self, name: str) -> dict:
+        return self._call("GET", self.topic_path(name) + "/stats")
+
+    def partitioned_stats(self, name: str, per_partition: bool = True) -> dict:
+        query = "?perPartition=" + ("true" if per_partition else "false")
+        return self._call("GET", self.topic_path(name) + "/partitioned-stats" + query)
+
+    def delete_topic(self, name: str, force: bool = True, missing_ok: bool = False) -> None:
+        """Delete a topic, partitioned (all its partitions) or not; ``force`` also drops its clients."""
+        query = "?force=" + ("true" if force else "false")
+        try:
+            if self.partitions(name) > 0:  # 404 when the topic does not exist
+                self._call("DELETE", self.topic_path(name) + "/partitions" + query)
+            else:
+                self._call("DELETE", self.topic_path(name) + query)
+        except PulsarAdminError as exc:
+            if not (missing_ok and exc.status == 404):
+                raise
