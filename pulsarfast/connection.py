@@ -257,6 +257,14 @@ class BrokerConnection(Driver):
         """Send ready frames (SEND), in order."""
         self.command(self.protocol.send_frames, frames)
 
+    def queue_frames(self, frames: list[bytes]) -> None:
+        """Queue ready frames without writing them (the caller flushes after
+        leaving its own lock: its order is the wire's, and no write happens
+        while it holds the lock the reading task may need)."""
+        self.backend.check_context("BrokerConnection.queue_frames")
+        with self.lock:
+            self.protocol.send_frames(frames)
+
     def is_ready(self) -> bool:
         return self.protocol.state is State.READY and not self.io_stopped
 

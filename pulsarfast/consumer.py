@@ -161,9 +161,9 @@ class TopicConsumer:
         return link
 
     def link_closed(self, link: _ConsumerLink) -> None:
-        with self._lock:
-            if self._link is link:
-                self._link = None
+        # (no lock: a failed write closes the connection, and the writer may hold it)
+        if self._link is link:
+            self._link = None
 
     def is_connected(self) -> bool:
         link = self._link

@@ -27,7 +27,7 @@ class ConnectionPool:
         self._make = make
         self._lock = backend.lock()
         self._connections: dict[Key, BrokerConnection] = {}
-        self._connecting: dict[Key, Any] = {}  # key -> lock held by the task that connects
+        self._connecting: dict[Key, Any] = {}  # key -> event set when the attempt under way ends
         self._closed = False
 
     def get(self, logical_url: str, address: tuple[str, int], through_proxy: bool = False) -> BrokerConnection:
@@ -39,16 +39,12 @@ class ConnectionPool:
                 conn = self._connections.get(key)
                 if conn is not None and conn.is_ready():
                     return conn
-                gate = self._connecting.get(key)
-                if gate is None:
-                    gate = self._connecting[key] = self.backend.lock()
-                    gate.acquire()
-                    mine = True
-                else:
-                    mine = False
+                done = self._connecting.get(key)
+                mine = done is None
+                if mine:
+                    done = self._connecting[key] = self.backend.event()
             if not mine:
-                with gate:  # wait for the attempt under way, then look again
-                    pass
+                done.wait(1.0)  # the attempt under way ends (set), then look again
                 continue
             try:
                 conn = self._make(logical_url, address, through_proxy)
@@ -56,7 +52,7 @@ class ConnectionPool:
             finally:
                 with self._lock:
                     del self._connecting[key]
-                gate.release()
+                done.set()
             with self._lock:
                 closed = self._closed
                 if not closed:

@@ -195,15 +195,17 @@ class PartitionProducer:
             if frames:
                 logger.info("[%s] re-sending %d messages after re-creating the producer", self.topic, len(frames))
                 try:
-                    conn.send_frames(frames)
+                    conn.queue_frames(frames)
                 except PulsarException:
-                    pass  # the connection closed: the link closes and the next attempt re-sends
+                    frames = []  # the connection closed: the link closes and the next attempt re-sends
+        if frames:
+            conn.flush()
         return link
 
     def link_closed(self, link: _ProducerLink, reason: BaseException | None) -> None:
-        with self._lock:
-            if self._link is link:
-                self._link = None
+        # (no lock: a failed write closes the connection, and the writer may hold it)
+        if self._link is link:
+            self._link = None
 
     def is_connected(self) -> bool:
         link = self._link
@@ -239,15 +241,18 @@ class PartitionProducer:
                     link = self._link
                     if link is not None and not link.closed:
                         try:
-                            link.conn.send_frames([frame])
+                            link.conn.queue_frames([frame])
                         except PulsarException:
-                            pass  # the connection closed: the send waits for the re-created producer
-                    return send
+                            link = None  # the connection closed: the send waits for the re-created producer
+                    break
                 if not self.block_if_queue_full:
                     raise ProducerQueueIsFull("%d messages are waiting for the broker" % len(self._pending))
                 room = self.backend.event()
                 self._room_waiters.append(room)
             room.wait(1.0)
+        if link is not None:
+            link.conn.flush()  # (outside the lock: see queue_frames)
+        return send
 
     def _wake(self, waiters: list[Any]) -> None:
         for waiter in waiters:

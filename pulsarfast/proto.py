@@ -320,39 +320,38 @@ UINT, INT, BOOL, STR, BYTES, MSG = "uint", "int", "bool", "str", "bytes", "msg"
 
 
 class Schema:
-    """A message's fields: number -> (name, type, repeated, default, sub-schema), and a record class."""
+    """A message's fields: number -> (name, converter, repeated, sub-schema), and a record class
+    whose class attributes are the defaults (a decoded record holds only the fields it had)."""
 
     def __init__(self, name: str, fields: list[tuple]) -> None:
         self.name = name
-        self.fields: dict[int, tuple[str, str, bool, Any, Schema | None]] = {}
+        self.fields: dict[int, tuple[str, str, bool, Schema | None]] = {}
         defaults: dict[str, Any] = {}
         for spec in fields:
             number, field_name, kind = spec[0], spec[1], spec[2]
-            repeated = len(spec) > 3 and spec[3] == "repeated"
-            sub = spec[3] if len(spec) > 3 and isinstance(spec[3], Schema) else None
-            if len(spec) > 4 and isinstance(spec[4], Schema):
-                sub = spec[4]
-            default = [] if repeated else _DEFAULTS[kind]
+            repeated = "repeated" in spec[3:]
+            sub = next((extra for extra in spec[3:] if isinstance(extra, Schema)), None)
+            default = () if repeated else _DEFAULTS[kind]
             for extra in spec[3:]:
                 if isinstance(extra, tuple) and extra and extra[0] == "default":
                     default = extra[1]
-            self.fields[number] = (field_name, kind, repeated, default, sub)
+            self.fields[number] = (field_name, kind, repeated, sub)
             defaults[field_name] = default
         self.defaults = defaults
-        self.record = type(name, (Record,), {"__slots__": tuple(defaults), "_schema": self})
+        self.record: type[Record] = type(name, (Record,), {**defaults, "_schema": self})
 
 
 class Record:
-    """A decoded message: one attribute per schema field."""
+    """A decoded message: one attribute per schema field (absent ones give
+    their default; repeated ones a list, or () when absent)."""
 
-    __slots__ = ()
     _schema: Schema
 
     def __init__(self, **values: Any) -> None:
-        for name, default in self._schema.defaults.items():
-            setattr(self, name, values.pop(name, list(default) if isinstance(default, list) else default))
-        if values:
-            raise TypeError("%s has no field %s" % (self._schema.name, ", ".join(values)))
+        unknown = set(values) - set(self._schema.defaults)
+        if unknown:
+            raise TypeError("%s has no field %s" % (self._schema.name, ", ".join(sorted(unknown))))
+        self.__dict__.update(values)
 
     def __repr__(self) -> str:
         shown = ", ".join("%s=%r" % (n, getattr(self, n)) for n in self._schema.defaults
@@ -374,46 +373,50 @@ def _signed(value: int) -> int:
 
 def decode(schema: Schema, data: Any) -> Any:
     """A record of schema from serialized bytes (ProtocolError when malformed)."""
-    record = schema.record.__new__(schema.record)
+    cls = schema.record
+    record = cls.__new__(cls)
+    values = record.__dict__
     fields = schema.fields
-    for name, default in schema.defaults.items():
-        setattr(record, name, [] if isinstance(default, list) else default)
     raw = read_fields(data)
     for i in range(0, len(raw), 2):
         spec = fields.get(raw[i])
         if spec is None:
             continue  # unknown (newer) field
-        name, kind, repeated, _default, sub = spec
+        name, kind, repeated, sub = spec
         value = raw[i + 1]
         if kind is UINT:
-            if not isinstance(value, int):
+            if value.__class__ is not int:
                 raise ProtocolError("%s.%s: expected a number" % (schema.name, name))
-        elif kind is INT:
-            if not isinstance(value, int):
-                raise ProtocolError("%s.%s: expected a number" % (schema.name, name))
-            value = _signed(value)
-        elif kind is BOOL:
-            if not isinstance(value, int):
-                raise ProtocolError("%s.%s: expected a bool" % (schema.name, name))
-            value = bool(value)
         elif kind is STR:
-            if not isinstance(value, bytes):
+            if value.__class__ is not bytes:
                 raise ProtocolError("%s.%s: expected a string" % (schema.name, name))
             try:
                 value = value.decode("utf-8")
             except UnicodeDecodeError:
                 raise ProtocolError("%s.%s: not UTF-8" % (schema.name, name)) from None
-        elif kind is BYTES:
-            if not isinstance(value, bytes):
-                raise ProtocolError("%s.%s: expected bytes" % (schema.name, name))
-        else:  # MSG
-            if not isinstance(value, bytes):
+        elif kind is MSG:
+            if value.__class__ is not bytes:
                 raise ProtocolError("%s.%s: expected a message" % (schema.name, name))
             value = decode(sub, value)  # type: ignore[arg-type]
+        elif kind is INT:
+            if value.__class__ is not int:
+                raise ProtocolError("%s.%s: expected a number" % (schema.name, name))
+            if value >= 1 << 63:
+                value -= 1 << 64
+        elif kind is BOOL:
+            if value.__class__ is not int:
+                raise ProtocolError("%s.%s: expected a bool" % (schema.name, name))
+            value = bool(value)
+        elif value.__class__ is not bytes:  # BYTES
+            raise ProtocolError("%s.%s: expected bytes" % (schema.name, name))
         if repeated:
-            getattr(record, name).append(value)
+            items = values.get(name)
+            if items is None:
+                values[name] = [value]
+            else:
+                items.append(value)
         else:
-            setattr(record, name, value)
+            values[name] = value
     return record
 
 

@@ -277,3 +277,14 @@ def test_keyed_correlator_pairs_by_id():
     assert correlator.answer(second) is None
     assert correlator.drain() == [a]
     assert len(correlator) == 0
+
+
+def test_importing_pulsarfast_loads_neither_nsq_nor_gevent():
+    import subprocess
+    import sys
+
+    code = ("import sys, pulsarfast; c = pulsarfast.Client('pulsar://127.0.0.1:1', backend='threads'); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'nsq', 'gevent', 'pyspark'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
