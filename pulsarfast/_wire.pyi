@@ -1,5 +1,5 @@
 # Type stubs for the compiled Pulsar wire codec pulsarfast._wire (same API as pulsarfast._wire_py).
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 MAGIC_CRC32C: int
 DEFAULT_MAX_FRAME_SIZE: int
@@ -8,6 +8,7 @@ WIRE_FIXED64: int
 WIRE_BYTES: int
 WIRE_FIXED32: int
 CRC32C_HARDWARE: bool
+GENERIC_METADATA_FIELDS: frozenset[int]
 
 Frame = tuple
 
@@ -29,3 +30,33 @@ class FrameDecoder:
 
 def split_batch(payload: Any, count: int) -> list[tuple[bytes, bytes]]: ...
 def encode_batch_entry(single_metadata: Any, body: Any) -> bytes: ...
+
+# the hot paths (see pulsarfast._wire_py for the rules)
+_Buffer = bytes | bytearray | memoryview
+
+def encode_send_frame(
+    producer_id: int,
+    sequence_id: int,
+    producer_name: _Buffer,
+    publish_time: int,
+    payload: Any,
+    properties: Iterable[tuple[_Buffer, _Buffer]] | Mapping[bytes, bytes] | None = None,
+    partition_key: _Buffer | None = None,
+    event_time: int = 0,
+    extra_metadata: Any = b"",
+    num_messages: int = 1,
+) -> bytes: ...
+
+# (consumer_id, ledger_id, entry_id, partition, batch_index, redelivery_count, producer_name, sequence_id,
+#  publish_time, properties, partition_key, event_time, num_messages_in_batch, compression, uncompressed_size,
+#  ordering_key, null_value, schema_version, generic)
+MessageTuple = tuple[
+    int, int, int, int, int, int, str, int, int, dict[str, str], str | None, int, int | None, int, int,
+    bytes | None, bool, bytes, bool,
+]
+# (properties, partition_key, payload_size, compacted_out, event_time, ordering_key, sequence_id, null_value)
+SingleMetadataTuple = tuple[dict[str, str], str | None, int, bool, int, bytes | None, int | None, bool]
+
+def decode_message(command: Any, metadata: Any) -> MessageTuple | None: ...
+def decode_single_metadata(data: Any) -> SingleMetadataTuple: ...
+def split_batch_decoded(payload: Any, count: int) -> list[tuple[SingleMetadataTuple, bytes]]: ...

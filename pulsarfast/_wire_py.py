@@ -15,13 +15,19 @@ It owns the byte level under the protobuf messages:
 - ``encode_simple`` / ``encode_payload``: frames from a serialized command
   (and metadata and payload);
 - ``split_batch``: a batch payload into its ``(SingleMessageMetadata, body)``
-  entries.
+  entries;
+- the per-message hot paths, which skip the generic encoder/decoder of
+  ``pulsarfast.proto`` (same bytes, same values): ``encode_send_frame`` (the
+  whole payload frame of one SEND), ``decode_message`` (a MESSAGE command and
+  its MessageMetadata as one flat tuple), ``decode_single_metadata`` and
+  ``split_batch_decoded`` (a batch's entries with their metadata decoded).
 
 Malformed input raises ``pulsarfast.errors.ProtocolError`` and nothing else.
 The compiled twin has the same names, signatures and behaviour.
 """
 from __future__ import annotations
 
+import operator
 import struct
 from typing import Any
 
@@ -287,8 +293,317 @@ def encode_batch_entry(single_metadata: Any, body: Any) -> bytes:
     return _U32.pack(len(single_metadata)) + single_metadata + bytes(body)
 
 
+# -- the hot paths: one SEND frame, one MESSAGE, one batch entry ------------------------------
+#
+# What the producer and the consumer do per message, without the generic
+# encoder/decoder of pulsarfast.proto in between (same bytes, same values).
+
+_U64_MASK = 0xFFFFFFFFFFFFFFFF
+_INT64_MIN = -(1 << 63)
+_INT64_SIGN = 1 << 63
+
+
+def _uint64(value: Any) -> int:
+    """value as the uint64 protobuf writes (a negative int64 as two's complement);
+    OverflowError outside -2**63 .. 2**64-1, TypeError for what is not an integer."""
+    if type(value) is not int:
+        value = operator.index(value)
+    if value < 0:
+        if value < _INT64_MIN:
+            raise OverflowError("%d does not fit in 64 bits" % value)
+        return value & _U64_MASK
+    if value > _U64_MASK:
+        raise OverflowError("%d does not fit in 64 bits" % value)
+    return value
+
+
+def _buffer(data: Any) -> bytes:
+    """The bytes of a bytes-like object (str, int and the like are refused: TypeError)."""
+    if type(data) is bytes:
+        return data
+    return memoryview(data).tobytes()
+
+
+def _lv(data: bytes) -> bytes:
+    """Length-delimited: the varint size, then data."""
+    return varint(len(data)) + data
+
+
+def encode_send_frame(producer_id: int, sequence_id: int, producer_name: Any, publish_time: int, payload: Any,
+                      properties: Any = None, partition_key: Any = None, event_time: int = 0,
+                      extra_metadata: Any = b"", num_messages: int = 1) -> bytes:
+    """The payload frame of one SEND: ``BaseCommand{type: SEND, send: CommandSend{producer_id,
+    sequence_id, num_messages (when not 1)}}``, then magic, crc32c, and ``MessageMetadata{
+    producer_name, sequence_id, publish_time, properties, partition_key (when not None),
+    event_time (when not 0)}`` followed by extra_metadata (more serialized MessageMetadata
+    fields, appended as they are), then payload.
+
+    The same bytes as ``encode_payload(proto.send(...), proto.message_metadata(...) +
+    extra_metadata, payload)``. producer_name, the property keys and values and
+    partition_key are bytes-like (UTF-8 already); properties is None or an iterable of
+    ``(key, value)`` pairs (a dict gives its items). The integers must fit in 64 bits
+    (negative ones are written as int64): else OverflowError.
+    """
+    producer_id = _uint64(producer_id)
+    sequence_id = _uint64(sequence_id)
+    num_messages = _uint64(num_messages)
+    publish_time = _uint64(publish_time)
+    event_time = _uint64(event_time)
+    producer_name = _buffer(producer_name)
+    body = b"\x08" + varint(producer_id) + b"\x10" + varint(sequence_id)
+    if num_messages != 1:
+        body += b"\x18" + varint(num_messages)
+    command = b"\x08\x06\x32" + _lv(body)  # type = SEND (6), send (field 6)
+    parts = [b"\x0a", _lv(producer_name), b"\x10", varint(sequence_id), b"\x18", varint(publish_time)]
+    if properties is not None:
+        if isinstance(properties, dict):
+            properties = properties.items()
+        for key, value in properties:
+            pair = b"\x0a" + _lv(_buffer(key)) + b"\x12" + _lv(_buffer(value))
+            parts.append(b"\x22" + _lv(pair))
+    if partition_key is not None:
+        parts.append(b"\x32" + _lv(_buffer(partition_key)))
+    if event_time:
+        parts.append(b"\x60" + varint(event_time))
+    parts.append(_sized(extra_metadata))
+    return encode_payload(command, b"".join(parts), payload)
+
+
+class _Fields:
+    """The fields of one message, read one by one with their wire type checked."""
+
+    __slots__ = ("fields", "name")
+
+    def __init__(self, data: Any, name: str) -> None:
+        self.fields = read_fields(data)
+        self.name = name
+
+    def number(self, value: Any, field: str) -> int:
+        if type(value) is not int:
+            raise ProtocolError("%s.%s: expected a number" % (self.name, field))
+        return value
+
+    def length(self, value: Any, field: str) -> bytes:
+        if type(value) is not bytes:
+            raise ProtocolError("%s.%s: expected a length-delimited field" % (self.name, field))
+        return value
+
+    def text(self, value: Any, field: str) -> str:
+        try:
+            return self.length(value, field).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("%s.%s: not UTF-8" % (self.name, field)) from None
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= _INT64_SIGN else value
+
+
+def _key_value(data: bytes, properties: dict) -> None:
+    """Add one KeyValue{key = 1; value = 2} to properties (absent ones are "")."""
+    reader = _Fields(data, "KeyValue")
+    fields = reader.fields
+    key = value = ""
+    for i in range(0, len(fields), 2):
+        number = fields[i]
+        if number == 1:
+            key = reader.text(fields[i + 1], "key")
+        elif number == 2:
+            value = reader.text(fields[i + 1], "value")
+    properties[key] = value
+
+
+def _message_id(data: bytes) -> tuple:
+    """(ledger_id, entry_id, partition, batch_index) of a MessageIdData, all signed."""
+    reader = _Fields(data, "MessageIdData")
+    fields = reader.fields
+    ledger = entry = 0
+    partition = batch_index = -1
+    for i in range(0, len(fields), 2):
+        number = fields[i]
+        if number == 1:
+            ledger = reader.number(fields[i + 1], "ledgerId")
+        elif number == 2:
+            entry = reader.number(fields[i + 1], "entryId")
+        elif number == 3:
+            partition = reader.number(fields[i + 1], "partition")
+        elif number == 4:
+            batch_index = reader.number(fields[i + 1], "batch_index")
+        elif number == 5 or number == 6:  # ack_set, batch_size
+            reader.number(fields[i + 1], "ack_set" if number == 5 else "batch_size")
+    return _signed(ledger), _signed(entry), _signed(partition), _signed(batch_index)
+
+
+#: MessageMetadata fields that need the generic decoder whenever present
+#: (encryption_keys, encryption_algo, encryption_param, txnid_least_bits, txnid_most_bits,
+#: num_chunks_from_msg, total_chunk_msg_size, chunk_id); partition_key_b64_encoded (17)
+#: and null_partition_key (30) need it when true. The ignored ones, read and checked but
+#: not returned: replicated_from (5), replicate_to (7), deliver_at_time (19),
+#: marker_type (20), highest_sequence_id (24), uuid (26).
+GENERIC_METADATA_FIELDS = frozenset((13, 14, 15, 22, 23, 27, 28, 29))
+_UNCHECKED_GENERIC = frozenset((13, 15, 22, 23))  # not in proto.MESSAGE_METADATA: not type-checked
+
+
+def decode_message(command: Any, metadata: Any) -> tuple | None:
+    """The consumer's hot path: a serialized BaseCommand and, when it is a MESSAGE, its
+    serialized MessageMetadata, as one flat tuple::
+
+        (consumer_id, ledger_id, entry_id, partition, batch_index, redelivery_count,
+         producer_name, sequence_id, publish_time, properties, partition_key, event_time,
+         num_messages_in_batch, compression, uncompressed_size, ordering_key, null_value,
+         schema_version, generic)
+
+    None when the command is not a MESSAGE (metadata is not looked at). ledger_id,
+    entry_id and the int32/int64 fields are signed (2**64-1 is -1); absent fields have
+    their proto default (partition, batch_index -1; partition_key, ordering_key,
+    num_messages_in_batch None). generic is True when the metadata has fields this
+    tuple does not carry and the caller must not ignore (GENERIC_METADATA_FIELDS,
+    or partition_key_b64_encoded / null_partition_key true): then decode it with
+    the generic decoder. Unknown fields are skipped; malformed input, a field of the
+    wrong wire type, a string that is not UTF-8 raise ProtocolError, as the generic
+    decoder does.
+    """
+    reader = _Fields(command, "BaseCommand")
+    fields = reader.fields
+    kind = None
+    body = None
+    for i in range(0, len(fields), 2):
+        number = fields[i]
+        if number == 1:
+            kind = reader.number(fields[i + 1], "type")
+        elif number == 9:
+            body = fields[i + 1]
+    if kind is None:
+        raise ProtocolError("BaseCommand without a type")
+    if kind != 9:
+        return None
+    if body is None:
+        raise ProtocolError("BaseCommand of type MESSAGE without its command")
+    reader = _Fields(reader.length(body, "message"), "CommandMessage")
+    fields = reader.fields
+    consumer_id = redelivery_count = 0
+    message_id = None
+    for i in range(0, len(fields), 2):
+        number = fields[i]
+        value = fields[i + 1]
+        if number == 1:
+            consumer_id = reader.number(value, "consumer_id")
+        elif number == 2:
+            message_id = _message_id(reader.length(value, "message_id"))
+        elif number == 3:
+            redelivery_count = reader.number(value, "redelivery_count")
+        elif number == 4 or number == 5:  # ack_set, consumer_epoch
+            reader.number(value, "ack_set" if number == 4 else "consumer_epoch")
+    if message_id is None:
+        raise ProtocolError("CommandMessage without a message_id")
+    if metadata is None:
+        raise ProtocolError("MESSAGE frame without metadata")
+    reader = _Fields(metadata, "MessageMetadata")
+    fields = reader.fields
+    producer_name = ""
+    sequence_id = publish_time = event_time = compression = uncompressed_size = 0
+    properties: dict = {}
+    partition_key = num_messages_in_batch = ordering_key = None
+    null_value = b64 = null_partition_key = generic = False
+    schema_version = b""
+    for i in range(0, len(fields), 2):
+        number = fields[i]
+        value = fields[i + 1]
+        if number == 1:
+            producer_name = reader.text(value, "producer_name")
+        elif number == 2:
+            sequence_id = reader.number(value, "sequence_id")
+        elif number == 3:
+            publish_time = reader.number(value, "publish_time")
+        elif number == 4:
+            _key_value(reader.length(value, "properties"), properties)
+        elif number == 6:
+            partition_key = reader.text(value, "partition_key")
+        elif number == 8:
+            compression = reader.number(value, "compression")
+        elif number == 9:
+            uncompressed_size = reader.number(value, "uncompressed_size")
+        elif number == 11:
+            num_messages_in_batch = _signed(reader.number(value, "num_messages_in_batch"))
+        elif number == 12:
+            event_time = reader.number(value, "event_time")
+        elif number == 16:
+            schema_version = reader.length(value, "schema_version")
+        elif number == 18:
+            ordering_key = reader.length(value, "ordering_key")
+        elif number == 25:
+            null_value = reader.number(value, "null_value") != 0
+        elif number == 17:
+            b64 = reader.number(value, "partition_key_b64_encoded") != 0
+        elif number == 30:
+            null_partition_key = reader.number(value, "null_partition_key") != 0
+        elif number in GENERIC_METADATA_FIELDS:
+            generic = True
+            if number not in _UNCHECKED_GENERIC:
+                if number == 14:
+                    reader.text(value, "encryption_algo")
+                else:
+                    reader.number(value, "chunking")
+        elif number == 5 or number == 7 or number == 26:  # replicated_from, replicate_to, uuid
+            reader.text(value, "replicated_from, replicate_to or uuid")
+        elif number == 19 or number == 20 or number == 24:  # deliver_at_time, marker_type, highest_sequence_id
+            reader.number(value, "deliver_at_time, marker_type or highest_sequence_id")
+    return (
+        consumer_id, message_id[0], message_id[1], message_id[2], message_id[3], redelivery_count,
+        producer_name, sequence_id, publish_time, properties, partition_key, event_time,
+        num_messages_in_batch, compression, uncompressed_size, ordering_key, null_value, schema_version,
+        generic or b64 or null_partition_key,
+    )
+
+
+def decode_single_metadata(data: Any) -> tuple:
+    """A serialized SingleMessageMetadata (one entry of a batch) as::
+
+        (properties, partition_key, payload_size, compacted_out, event_time,
+         ordering_key, sequence_id, null_value)
+
+    partition_key, ordering_key and sequence_id are None when absent; payload_size is
+    signed. partition_key_b64_encoded (6) and null_partition_key (10) are checked but
+    not returned; unknown fields are skipped; malformed input raises ProtocolError.
+    """
+    reader = _Fields(data, "SingleMessageMetadata")
+    fields = reader.fields
+    properties: dict = {}
+    partition_key = ordering_key = sequence_id = None
+    payload_size = event_time = 0
+    compacted_out = null_value = False
+    for i in range(0, len(fields), 2):
+        number = fields[i]
+        value = fields[i + 1]
+        if number == 1:
+            _key_value(reader.length(value, "properties"), properties)
+        elif number == 2:
+            partition_key = reader.text(value, "partition_key")
+        elif number == 3:
+            payload_size = _signed(reader.number(value, "payload_size"))
+        elif number == 4:
+            compacted_out = reader.number(value, "compacted_out") != 0
+        elif number == 5:
+            event_time = reader.number(value, "event_time")
+        elif number == 7:
+            ordering_key = reader.length(value, "ordering_key")
+        elif number == 8:
+            sequence_id = reader.number(value, "sequence_id")
+        elif number == 9:
+            null_value = reader.number(value, "null_value") != 0
+        elif number == 6 or number == 10:
+            reader.number(value, "partition_key_b64_encoded or null_partition_key")
+    return (properties, partition_key, payload_size, compacted_out, event_time, ordering_key, sequence_id, null_value)
+
+
+def split_batch_decoded(payload: Any, count: int) -> list:
+    """split_batch() with each entry's metadata decoded: ``[(decode_single_metadata(m), body), ...]``."""
+    return [(decode_single_metadata(metadata), body) for metadata, body in split_batch(payload, count)]
+
+
 __all__ = [
     "MAGIC_CRC32C", "DEFAULT_MAX_FRAME_SIZE", "WIRE_VARINT", "WIRE_FIXED64", "WIRE_BYTES", "WIRE_FIXED32",
     "crc32c", "varint", "read_fields", "encode_simple", "encode_payload", "FrameDecoder", "split_batch",
-    "encode_batch_entry",
+    "encode_batch_entry", "encode_send_frame", "decode_message", "decode_single_metadata", "split_batch_decoded",
+    "GENERIC_METADATA_FIELDS",
 ]

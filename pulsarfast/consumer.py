@@ -23,7 +23,10 @@ A message of a batch is acknowledged on the broker once every message of
 the batch is (the broker knows whole entries). Negative acks are sent as one
 redelivery request per partition when their delay has passed. When the
 broker closes the consumer or the connection dies, the client's supervisor
-subscribes again and grants permits afresh.
+subscribes again and grants permits afresh; messages of the earlier
+subscription still in the queue are then dropped unread, since the broker
+delivers again, in order, everything not acknowledged (as the official
+client does).
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ from .errors import (
     Timeout,
 )
 from .message import Message, MessageId
-from .wire import split_batch
+from .wire import read_fields, split_batch_decoded
 
 if TYPE_CHECKING:
     from .client import Client
@@ -63,6 +66,8 @@ _SUB_TYPES = {
     ConsumerType.KeyShared: proto.SUB_KEY_SHARED,
 }
 _CLOSED = object()  # wakes a receive() blocked when the consumer closes
+_ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
+_CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
 
 
 class _ConsumerLink:
@@ -123,6 +128,9 @@ class TopicConsumer:
         self._read_since_flow = 0
         self._share = 0
         self._batches: dict[tuple[int, int], set[int]] = {}  # entry -> batch indexes not acknowledged yet
+        #: one more at each subscribe: messages of an earlier subscription still queued are dropped
+        #: unread (the broker delivers again what was not acknowledged, in order)
+        self.epoch = 0
         self.closed = False
         self.corrupt_messages = 0
 
@@ -137,6 +145,7 @@ class TopicConsumer:
         conn = self.client.connection_for(self.topic)
         owner = self.owner
         link = _ConsumerLink(self, conn)
+        self.epoch += 1  # (before SUBSCRIBE: what arrives from now on belongs to the new subscription)
         conn.register_consumer(self.consumer_id, link)
         try:
             conn.request(lambda rid: proto.subscribe(
@@ -155,6 +164,7 @@ class TopicConsumer:
                 raise AlreadyClosed("consumer closed")
             self._link = link
             self._read_since_flow = 0
+            self._batches.clear()
             permits = self._share
         if permits > 0:
             self._flow(link, permits)
@@ -201,63 +211,69 @@ class TopicConsumer:
     # -- messages (on the connection's reading task) -----------------------------------------
 
     def message_arrived(self, link: _ConsumerLink, event: Any) -> None:
-        record = event.message_id
         if not event.checksum_ok:
-            self.corrupt_messages += 1
-            logger.error("[%s] message %d:%d failed its checksum: not delivered, asked again after the "
-                         "negative-ack delay", self.topic, record.ledgerId, record.entryId)
-            self._skip_unread(1)
-            self.owner.nack_entry(self, record.ledgerId, record.entryId)
+            self._refuse(event, "failed its checksum")
             return
         try:
-            messages = self._unpack(record, event)
+            messages = self._unpack(event)
         except ProtocolError as exc:
-            self.corrupt_messages += 1
-            logger.error("[%s] message %d:%d cannot be read (%s): not delivered, asked again after the "
-                         "negative-ack delay", self.topic, record.ledgerId, record.entryId, exc)
-            self._skip_unread(1)
-            self.owner.nack_entry(self, record.ledgerId, record.entryId)
+            self._refuse(event, "cannot be read (%s)" % exc)
             return
         self.credit.arrived += len(messages)
-        self.owner.deliver(messages)
+        self.owner.deliver(self, self.epoch, messages)
+
+    def _refuse(self, event: Any, why: str) -> None:
+        """A message that cannot be delivered: reported, its permit given back,
+        and asked for again after the negative-ack delay (never acknowledged)."""
+        self.corrupt_messages += 1
+        logger.error("[%s] message %d:%d %s: not delivered, asked again after the negative-ack delay",
+                     self.topic, event.ledger_id, event.entry_id, why)
+        self._skip_unread(1)
+        self.owner.nack_entry(self, event.ledger_id, event.entry_id)
 
     def _skip_unread(self, count: int) -> None:
         """Messages that will not reach the queue still free their permits."""
         for _ in range(count):
             self.message_read()
 
-    def _unpack(self, record: Any, event: Any) -> list[Message]:
-        metadata = proto.decode(proto.MESSAGE_METADATA, event.metadata)
-        if metadata.compression:
-            raise ProtocolError("compression type %d is not supported yet" % metadata.compression)
+    def _unpack(self, event: Any) -> list[Message]:
+        (_consumer_id, ledger, entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,
+         publish_time, properties, partition_key, event_time, batch_size, compression, _uncompressed_size,
+         ordering_key, _null_value, schema_version, generic) = event.fields
+        if generic:
+            numbers = set(read_fields(event.metadata)[::2])
+            if numbers & _ENCRYPTION_FIELDS:
+                raise ProtocolError("encrypted messages are not supported")
+            if numbers & _CHUNK_FIELDS:
+                raise ProtocolError("chunked messages are not supported")
+        if compression:
+            raise ProtocolError("compression type %d is not supported yet" % compression)
         topic = self.topic
-        ledger, entry = record.ledgerId, record.entryId
-        common = dict(publish_time=metadata.publish_time, redelivery_count=event.redelivery_count,
-                      producer_name=metadata.producer_name, schema_version=metadata.schema_version)
-        batch_size = metadata.num_messages_in_batch
+        partition = self.partition
         if batch_size is None:
             return [Message(
-                event.payload, MessageId.from_proto(record, self.partition, topic=topic), topic,
-                properties={kv.key: kv.value for kv in metadata.properties},
-                partition_key=metadata.partition_key, ordering_key=metadata.ordering_key,
-                event_time=metadata.event_time, sequence_id=metadata.sequence_id, **common,
+                event.payload, MessageId(partition, ledger, entry, -1, 0, topic), topic, properties=properties,
+                partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
+                event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
+                sequence_id=sequence_id, schema_version=schema_version,
             )]
-        entries = split_batch(event.payload, batch_size)
         messages = []
         skipped = 0
         waiting = set()
-        for index, (single_bytes, body) in enumerate(entries):
-            single = proto.decode(proto.SINGLE_MESSAGE_METADATA, single_bytes)
-            if single.compacted_out:
+        for index, (single, body) in enumerate(split_batch_decoded(event.payload, batch_size)):
+            (entry_properties, entry_key, _size, compacted_out, entry_event_time, entry_ordering_key,
+             entry_sequence_id, _entry_null) = single
+            if compacted_out:
                 skipped += 1
                 continue
             waiting.add(index)
             messages.append(Message(
-                body, MessageId.from_proto(record, self.partition, index, batch_size, topic), topic,
-                properties={kv.key: kv.value for kv in single.properties},
-                partition_key=single.partition_key, ordering_key=single.ordering_key,
-                event_time=single.event_time or metadata.event_time,
-                sequence_id=single.sequence_id or metadata.sequence_id + index, **common,
+                body, MessageId(partition, ledger, entry, index, batch_size, topic), topic,
+                properties=entry_properties, partition_key=entry_key, ordering_key=entry_ordering_key,
+                publish_time=publish_time, event_time=entry_event_time or event_time,
+                redelivery_count=redelivery_count, producer_name=producer_name,
+                sequence_id=entry_sequence_id if entry_sequence_id is not None else sequence_id + index,
+                schema_version=schema_version,
             ))
         if waiting:
             with self._lock:
@@ -438,10 +454,10 @@ class Consumer:
 
     # -- delivery (on connection reading tasks) ------------------------------------------------
 
-    def deliver(self, messages: list[Message]) -> None:
+    def deliver(self, consumer: TopicConsumer, epoch: int, messages: list[Message]) -> None:
         put = self._queue.put
         for message in messages:
-            put(message)
+            put((consumer, epoch, message))
 
     def nack_entry(self, consumer: TopicConsumer, ledger: int, entry: int) -> None:
         self._nacks.add(consumer, ledger, entry)
@@ -463,33 +479,40 @@ class Consumer:
                              % type(timeout_millis).__name__)
         if self.closed:
             raise AlreadyClosed("consumer closed")
-        try:
-            if timeout_millis is None:
-                message = self._queue.get()
-            else:
-                message = self._queue.get(timeout=max(0, timeout_millis) / 1000.0)
-        except _queue.Empty:
-            raise Timeout("no message within %d ms" % timeout_millis) from None
-        if message is _CLOSED:
-            self._queue.put(_CLOSED)  # (wakes the next waiter too)
-            raise AlreadyClosed("consumer closed")
-        self._read(message)
-        return message
+        get = self._queue.get
+        deadline = None if timeout_millis is None else monotonic() + max(0, timeout_millis) / 1000.0
+        while True:
+            try:
+                item = get() if deadline is None else get(timeout=max(0.0, deadline - monotonic()))
+            except _queue.Empty:
+                raise Timeout("no message within %d ms" % timeout_millis) from None
+            if item is _CLOSED:
+                self._queue.put(_CLOSED)  # (wakes the next waiter too)
+                raise AlreadyClosed("consumer closed")
+            message = self._read(item)
+            if message is not None:
+                return message
 
-    def _read(self, message: Message) -> None:
-        consumer = self._by_topic.get(message.topic_name())
-        if consumer is not None:
-            consumer.message_read()
+    @staticmethod
+    def _read(item: tuple[TopicConsumer, int, Message]) -> Message | None:
+        """A queued message taken by the application (None: one of an earlier subscription, dropped)."""
+        consumer, epoch, message = item
+        if epoch != consumer.epoch:
+            return None
+        consumer.message_read()
+        return message
 
     def _run_listener(self) -> None:
         listener = self._listener
         assert listener is not None
         get = self._queue.get
         while True:
-            message = get()
-            if message is _CLOSED:
+            item = get()
+            if item is _CLOSED:
                 return
-            self._read(message)
+            message = self._read(item)
+            if message is None:
+                continue
             try:
                 listener(self, message)
             except Exception:

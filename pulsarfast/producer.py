@@ -45,7 +45,7 @@ from .errors import (
 )
 from .hashing import DEFAULT_HASHING_SCHEME, partition_for_key
 from .message import Message, MessageId
-from .wire import encode_payload
+from .wire import encode_send_frame
 
 if TYPE_CHECKING:
     from .client import Client
@@ -141,6 +141,7 @@ class PartitionProducer:
         self.partition = partition
         self.producer_id = client.new_producer_id()
         self.name = producer_name or ""
+        self._name_bytes: bytes | None = None  # the name as the frames carry it
         self.user_provided_name = bool(producer_name)
         self._next_sequence_id = initial_sequence_id + 1 if initial_sequence_id is not None else 0
         self._sequence_id_given = initial_sequence_id is not None
@@ -186,7 +187,9 @@ class PartitionProducer:
             if self.closed:
                 conn.unregister_producer(self.producer_id, link)
                 raise AlreadyClosed("producer closed")
-            self.name = answer.producer_name
+            if answer.producer_name != self.name:
+                self.name = answer.producer_name
+                self._name_bytes = None
             if not self._sequence_id_given and answer.last_sequence_id >= 0 and self._next_sequence_id == 0:
                 self._next_sequence_id = answer.last_sequence_id + 1  # (deduplication kept our last id)
                 self.last_sequence_id = answer.last_sequence_id
@@ -213,10 +216,11 @@ class PartitionProducer:
 
     # -- sending ----------------------------------------------------------------------
 
-    def send(self, payload: bytes, metadata_args: dict[str, Any], callback: SendCallback | None,
+    def send(self, payload: bytes, metadata_args: tuple, sequence_id: int | None, callback: SendCallback | None,
              wait: bool) -> _Send:
         """Frame and queue one message; write it when connected. With wait,
-        the returned send has an event to wait on."""
+        the returned send has an event to wait on. metadata_args are
+        encode_send_frame's (properties, partition_key, event_time, extra_metadata)."""
         max_size = self.client.max_message_size
         if len(payload) > max_size:
             raise MessageTooBig("message of %d bytes is larger than the broker's limit of %d" % (len(payload), max_size))
@@ -226,13 +230,14 @@ class PartitionProducer:
                 if self.closed:
                     raise AlreadyClosed("producer closed")
                 if len(self._pending) < self.max_pending:
-                    sequence_id = metadata_args.pop("sequence_id", None)
                     if sequence_id is None:
                         sequence_id = self._next_sequence_id
                     self._next_sequence_id = sequence_id + 1
-                    metadata = proto.message_metadata(self.name, sequence_id, int(time.time() * 1000),
-                                                      **metadata_args)
-                    frame = encode_payload(proto.send(self.producer_id, sequence_id), metadata, payload)
+                    name = self._name_bytes
+                    if name is None:
+                        name = self._name_bytes = self.name.encode("utf-8")
+                    frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000), payload,
+                                              *metadata_args)
                     deadline = monotonic() + self.send_timeout if self.send_timeout else 0.0
                     send = _Send(sequence_id, frame, callback, deadline, event)
                     self._pending.append(send)
@@ -476,29 +481,19 @@ class Producer:
         _check_type("event_timestamp", event_timestamp, int, "int")
         _check_type("deliver_at", deliver_at, int, "int")
         _check_type("deliver_after", deliver_after, datetime.timedelta, "timedelta")
-        metadata_args: dict[str, Any] = {}
-        if properties:
-            metadata_args["properties"] = {str(k): str(v) for k, v in properties.items()}
-        if partition_key:
-            metadata_args["partition_key"] = partition_key
-        if ordering_key:
-            metadata_args["ordering_key"] = ordering_key.encode("utf-8")
-        if sequence_id:
-            metadata_args["sequence_id"] = sequence_id
-        if event_timestamp:
-            metadata_args["event_time"] = event_timestamp
-        if disable_replication:
-            metadata_args["replicate_to"] = ["__local__"]
-        elif replication_clusters:
-            metadata_args["replicate_to"] = replication_clusters
-        if deliver_after:
-            metadata_args["deliver_at_time"] = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
-        elif deliver_at:
-            metadata_args["deliver_at_time"] = deliver_at
-        if content is None:
-            metadata_args["null_value"] = True
+        pairs = [(str(k).encode("utf-8"), str(v).encode("utf-8")) for k, v in properties.items()] if properties else None
+        extra = b""
+        if ordering_key or disable_replication or replication_clusters or deliver_after or deliver_at or content is None:
+            if deliver_after:
+                deliver_at = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+            extra = proto.extra_metadata(
+                ordering_key=ordering_key.encode("utf-8") if ordering_key else None,
+                replicate_to=["__local__"] if disable_replication else replication_clusters,
+                deliver_at_time=deliver_at or None, null_value=content is None,
+            )
+        metadata_args = (pairs, partition_key.encode("utf-8") if partition_key else None, event_timestamp or 0, extra)
         partition = self._choose(payload, partition_key, properties)
-        return partition.send(payload, metadata_args, callback, wait)
+        return partition.send(payload, metadata_args, sequence_id or None, callback, wait)
 
     def _choose(self, payload: bytes, partition_key: str | None, properties: Any) -> PartitionProducer:
         partitions = self._partitions

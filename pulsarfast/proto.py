@@ -294,6 +294,23 @@ def message_metadata(producer_name: str, sequence_id: int, publish_time: int,
     return out
 
 
+def extra_metadata(ordering_key: bytes | None = None, replicate_to: Iterable[str] | None = None,
+                   deliver_at_time: int | None = None, null_value: bool = False) -> bytes:
+    """The rarely used MessageMetadata fields, serialized, to follow the common ones
+    (``wire.encode_send_frame``'s extra_metadata; protobuf takes fields in any order)."""
+    out = b""
+    if replicate_to:
+        for cluster in replicate_to:
+            out += f_str(7, cluster)
+    if ordering_key is not None:
+        out += f_bytes(18, ordering_key)
+    if deliver_at_time is not None:
+        out += f_uint(19, deliver_at_time)
+    if null_value:
+        out += f_bool(25, True)
+    return out
+
+
 def single_message_metadata(payload_size: int, properties: Mapping[str, str] | None = None,
                             partition_key: str | None = None, event_time: int = 0,
                             sequence_id: int | None = None, ordering_key: bytes | None = None) -> bytes:

@@ -32,7 +32,7 @@ from msgengine.correlator import KeyedCorrelator, Pending
 
 from . import proto
 from .errors import NotConnected, ProtocolError, from_server_error
-from .wire import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_simple
+from .wire import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, decode_message, encode_simple
 
 
 class State(enum.Enum):
@@ -88,15 +88,20 @@ class SendError:
 
 
 class MessageReceived:
-    """A MESSAGE frame: metadata and payload still serialized."""
+    """A MESSAGE frame. ``fields`` is ``wire.decode_message``'s tuple (the
+    command's and the metadata's fields) when the checksum matched; when it
+    did not, ``fields`` is None and only the ids are known (``ledger_id``,
+    ``entry_id``); ``metadata`` stays serialized for the rare fields the
+    tuple does not carry."""
 
-    __slots__ = ("consumer_id", "message_id", "redelivery_count", "metadata", "payload", "checksum_ok")
+    __slots__ = ("consumer_id", "ledger_id", "entry_id", "fields", "metadata", "payload", "checksum_ok")
 
-    def __init__(self, consumer_id: int, message_id: Any, redelivery_count: int, metadata: bytes | None,
-                 payload: bytes | None, checksum_ok: bool) -> None:
+    def __init__(self, consumer_id: int, ledger_id: int, entry_id: int, fields: tuple | None, metadata: bytes,
+                 payload: bytes, checksum_ok: bool) -> None:
         self.consumer_id = consumer_id
-        self.message_id = message_id
-        self.redelivery_count = redelivery_count
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.fields = fields
         self.metadata = metadata
         self.payload = payload
         self.checksum_ok = checksum_ok
@@ -137,6 +142,10 @@ class PingReceived:
 
 PING_RECEIVED = PingReceived()
 
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
 #: answers that carry a request_id, whatever their type
 _ANSWERS = frozenset((
     proto.SUCCESS, proto.PRODUCER_SUCCESS, proto.PARTITIONED_METADATA_RESPONSE, proto.LOOKUP_RESPONSE,
@@ -176,6 +185,11 @@ class PulsarProtocol:
         events: list = []
         for command, metadata, payload, checksum_ok in self._decoder.feed(data):
             self.frames_received += 1
+            if metadata is not None and checksum_ok:
+                fields = decode_message(command, metadata)  # (the hot path: None if not a MESSAGE)
+                if fields is not None:
+                    events.append(MessageReceived(fields[0], fields[1], fields[2], fields, metadata, payload, True))
+                    continue
             kind, record = proto.decode_command(command)
             event = self._event(kind, record, metadata, payload, checksum_ok)
             if event is not None:
@@ -184,10 +198,11 @@ class PulsarProtocol:
 
     def _event(self, kind: int, record: Any, metadata: Any, payload: Any, checksum_ok: bool) -> Any:
         if kind == proto.MESSAGE:
-            if metadata is None:
-                raise ProtocolError("MESSAGE frame without a payload")
-            return MessageReceived(record.consumer_id, record.message_id, record.redelivery_count, metadata, payload,
-                                   checksum_ok)
+            if metadata is None or record.message_id is None:
+                raise ProtocolError("MESSAGE frame without a payload or a message id")
+            ids = record.message_id  # (a payload that failed its checksum: its metadata is not read)
+            return MessageReceived(record.consumer_id, _signed(ids.ledgerId), _signed(ids.entryId), None, metadata,
+                                   payload, checksum_ok)
         if kind == proto.SEND_RECEIPT:
             return SendReceipt(record.producer_id, record.sequence_id, record.message_id, record.highest_sequence_id)
         if kind in _ANSWERS:

@@ -46,6 +46,11 @@ encode_payload = _impl.encode_payload
 FrameDecoder = _impl.FrameDecoder
 split_batch = _impl.split_batch
 encode_batch_entry = _impl.encode_batch_entry
+encode_send_frame = _impl.encode_send_frame
+decode_message = _impl.decode_message
+decode_single_metadata = _impl.decode_single_metadata
+split_batch_decoded = _impl.split_batch_decoded
+GENERIC_METADATA_FIELDS: frozenset = _impl.GENERIC_METADATA_FIELDS
 
 __all__ = [
     "IMPLEMENTATION",

@@ -156,8 +156,11 @@ def test_message_frame_reports_payload_and_checksum():
     bad[-1] ^= 0xFF  # a flipped payload byte
     events = protocol.receive_data(good + bytes(bad))
     assert [e.checksum_ok for e in events] == [True, False]
-    assert (events[0].consumer_id, events[0].redelivery_count, events[0].payload) == (7, 2, b"body")
-    assert (events[0].message_id.ledgerId, events[0].message_id.entryId) == (3, 4)
+    assert (events[0].consumer_id, events[0].payload) == (7, b"body")
+    assert (events[0].ledger_id, events[0].entry_id) == (3, 4)
+    assert events[0].fields[5] == 2  # redelivery count
+    assert events[1].fields is None  # (metadata of a payload that failed its checksum is not read)
+    assert (events[1].consumer_id, events[1].ledger_id, events[1].entry_id) == (7, 3, 4)
 
 
 def test_receipts_errors_closes_and_pings_become_events():

@@ -758,3 +758,606 @@ def test_same_encoders(both, name, args):
         if name != "encode_batch_entry":
             frames = py.FrameDecoder().feed(expected[1])
             assert len(frames) == 1 and frames[0][3] is True
+
+
+# --- the hot paths: encode_send_frame, decode_message, decode_single_metadata ---------------
+#
+# Checked against the generic encoder and decoder of pulsarfast.proto (the reference for the
+# bytes and the values), then the two implementations against each other on any input.
+
+from pulsarfast import proto  # noqa: E402
+
+U64 = 2**64 - 1
+uint64s = st.one_of(st.integers(0, 300), st.integers(0, U64), st.sampled_from([0, 1, 127, 128, 2**63, U64]))
+int64s = st.one_of(uint64s, st.integers(-(2**63), -1))
+texts = st.text(max_size=12)
+text_pairs = st.lists(st.tuples(texts, texts), max_size=4)
+
+
+def signed64(value: int) -> int:
+    return value - 2**64 if value >= 2**63 else value
+
+
+def reference_send_frame(pid, seq, name, t, payload, properties=None, partition_key=None, event_time=0,
+                         extra=b"", num_messages=1) -> bytes:
+    """The SEND frame as the generic encoder writes it (str names and keys)."""
+    command = proto.send(pid, seq, num_messages)
+    metadata = proto.message_metadata(name, seq, t, properties=properties, partition_key=partition_key,
+                                      event_time=event_time) + extra
+    return py.encode_payload(command, metadata, payload)
+
+
+def encoded(pairs):
+    return None if pairs is None else [(k.encode(), v.encode()) for k, v in pairs]
+
+
+extra_metadata = st.one_of(
+    st.just(b""),
+    st.builds(lambda n, v: proto.f_uint(11, n) + proto.f_bytes(16, v), st.integers(0, 2**31), st.binary(max_size=8)),
+    st.builds(lambda k: proto.f_bytes(18, k) + proto.f_uint(19, 12345), st.binary(max_size=8)),
+)
+
+
+@SETTINGS
+@given(uint64s, uint64s, texts, uint64s, st.binary(max_size=40), st.one_of(st.none(), text_pairs),
+       st.one_of(st.none(), texts), int64s, extra_metadata, st.one_of(st.just(1), int64s))
+def test_encode_send_frame_matches_proto(wire, pid, seq, name, t, payload, pairs, key, event_time, extra, count):
+    expected = reference_send_frame(pid, seq, name, t, payload, pairs, key, event_time, extra, count)
+    frame = wire.encode_send_frame(pid, seq, name.encode(), t, payload, encoded(pairs),
+                                   None if key is None else key.encode(), event_time, extra, count)
+    assert type(frame) is bytes and frame == expected
+    if count == 1 and event_time == 0 and key is None and not extra:
+        assert wire.encode_send_frame(pid, seq, name.encode(), t, payload, encoded(pairs)) == expected
+
+
+def test_encode_send_frame_values(wire):
+    pairs = [("trace", "abc123"), ("ключ", "значение ✓"), ("", ""), ("trace", "again")]
+    cases = [
+        (7, 123456, "standalone-0-1", 1700000000000, b"hello", pairs, "pk", 55, b"", 3),
+        (U64, U64, "p", U64, b"", None, None, U64, b"", U64),
+        (0, 0, "", 0, b"", [], "", 0, b"", 0),
+        (1, 2, "x" * 300, 3, b"y" * 5000, [("k" * 200, "v" * 300)], "é" * 100, 1, proto.f_uint(11, 4), 1),
+    ]
+    for pid, seq, name, t, payload, props, key, event_time, extra, count in cases:
+        expected = reference_send_frame(pid, seq, name, t, payload, props, key, event_time, extra, count)
+        assert wire.encode_send_frame(pid, seq, name.encode(), t, payload, encoded(props),
+                                      None if key is None else key.encode(), event_time, extra, count) == expected
+        assert wire.encode_send_frame(pid, seq, name.encode(), t, payload, properties=encoded(props),
+                                      partition_key=None if key is None else key.encode(), event_time=event_time,
+                                      extra_metadata=extra, num_messages=count) == expected
+    # negative numbers are written as int64, as protobuf does
+    expected = reference_send_frame(5, 6, "n", 7, b"", event_time=-1, num_messages=-2)
+    assert wire.encode_send_frame(5, 6, b"n", 7, b"", event_time=-1, num_messages=-2) == expected
+    assert wire.encode_send_frame(5, 6, b"n", 7, b"", event_time=2**64 - 1, num_messages=2**64 - 2) == expected
+    # the frame reads back: one payload frame with a good checksum, the metadata the generic decoder reads
+    frame = wire.encode_send_frame(9, 10, b"name", 11, b"body", [(b"a", b"b")], b"key", 12, b"")
+    [(command, metadata, payload, ok)] = wire.FrameDecoder().feed(frame)
+    assert ok and payload == b"body"
+    kind, send = proto.decode_command(command)
+    assert (kind, send.producer_id, send.sequence_id, send.num_messages) == (proto.SEND, 9, 10, 1)
+    meta = proto.decode(proto.MESSAGE_METADATA, metadata)
+    assert (meta.producer_name, meta.sequence_id, meta.publish_time, meta.partition_key, meta.event_time) == (
+        "name", 10, 11, "key", 12)
+    assert [(kv.key, kv.value) for kv in meta.properties] == [("a", "b")]
+
+
+def test_encode_send_frame_inputs(wire):
+    expected = reference_send_frame(1, 2, "name", 3, b"body", [("a", "b"), ("c", "d")], "key")
+    for convert in (bytes, bytearray, memoryview, lambda b: array.array("B", b)):
+        assert wire.encode_send_frame(1, 2, convert(b"name"), 3, convert(b"body"),
+                                      [(convert(b"a"), convert(b"b")), [convert(b"c"), b"d"]],
+                                      convert(b"key"), extra_metadata=convert(b"")) == expected
+    for properties in ({b"a": b"b", b"c": b"d"}, ((b"a", b"b"), (b"c", b"d")), iter([(b"a", b"b"), (b"c", b"d")])):
+        assert wire.encode_send_frame(1, 2, b"name", 3, b"body", properties, b"key") == expected
+    assert wire.encode_send_frame(True, 2, b"name", 3, b"body", [(b"a", b"b"), (b"c", b"d")], b"key") == \
+        reference_send_frame(1, 2, "name", 3, b"body", [("a", "b"), ("c", "d")], "key")
+    # extra_metadata and payload are taken as encode_payload() takes them
+    assert wire.encode_send_frame(1, 2, b"n", 3, [104, 105], extra_metadata=bytearray(b"\x58\x01")) == \
+        reference_send_frame(1, 2, "n", 3, b"hi", extra=b"\x58\x01")
+    wide = array.array("I", [1, 2])
+    assert wire.encode_send_frame(1, 2, b"n", 3, wide, extra_metadata=wide) == \
+        reference_send_frame(1, 2, "n", 3, wide.tobytes(), extra=wide.tobytes())
+
+
+@pytest.mark.parametrize("args, kwargs, error", [
+    ((2**64, 1, b"n", 1, b""), {}, OverflowError),
+    ((1, -(2**63) - 1, b"n", 1, b""), {}, OverflowError),
+    ((1, 1, b"n", 2**70, b""), {}, OverflowError),
+    ((1, 1, b"n", 1, b""), {"event_time": 2**64}, OverflowError),
+    ((1, 1, b"n", 1, b""), {"num_messages": -(2**64)}, OverflowError),
+    ((1.0, 1, b"n", 1, b""), {}, TypeError),
+    ((1, "1", b"n", 1, b""), {}, TypeError),
+    ((1, 1, b"n", None, b""), {}, TypeError),
+    ((1, 1, "name", 1, b""), {}, TypeError),
+    ((1, 1, 5, 1, b""), {}, TypeError),
+    ((1, 1, None, 1, b""), {}, TypeError),
+    ((1, 1, b"n", 1, "text"), {}, TypeError),
+    ((1, 1, b"n", 1, None), {}, TypeError),
+    ((1, 1, b"n", 1, b""), {"properties": [("k", b"v")]}, TypeError),
+    ((1, 1, b"n", 1, b""), {"properties": [(b"k", 1)]}, TypeError),
+    ((1, 1, b"n", 1, b""), {"properties": [(b"k", b"v", b"w")]}, ValueError),
+    ((1, 1, b"n", 1, b""), {"properties": [b"kv"]}, TypeError),
+    ((1, 1, b"n", 1, b""), {"properties": 5}, TypeError),
+    ((1, 1, b"n", 1, b""), {"partition_key": "key"}, TypeError),
+    ((1, 1, b"n", 1, b""), {"extra_metadata": None}, TypeError),
+    ((1, 1, b"n", 1, b""), {"extra_metadata": 3}, TypeError),
+    ((1, 1, b"n", 1, b""), {"extra_metadata": "x"}, TypeError),
+])
+def test_encode_send_frame_errors(wire, args, kwargs, error):
+    with pytest.raises(error):
+        wire.encode_send_frame(*args, **kwargs)
+
+
+any_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**65), 2**65), int64s, st.floats(allow_nan=False), st.text(max_size=3),
+    st.binary(max_size=6), st.binary(max_size=6).map(bytearray), st.lists(st.integers(0, 300), max_size=3),
+)
+any_properties = st.one_of(
+    st.none(), st.lists(st.tuples(st.binary(max_size=4), st.binary(max_size=4)), max_size=3),
+    st.lists(st.one_of(st.tuples(any_values, any_values), any_values, st.tuples(any_values)), max_size=3),
+    st.dictionaries(st.binary(max_size=3), st.binary(max_size=3), max_size=2), any_values,
+)
+
+
+@SETTINGS
+@given(st.lists(any_values, min_size=10, max_size=10), any_properties, st.integers(5, 10))
+def test_same_encode_send_frame(both, args, properties, arity):
+    args[5] = properties
+    expected = outcome(py.encode_send_frame, *args[:arity])
+    assert outcome(cy.encode_send_frame, *args[:arity]) == expected
+
+
+# MessageMetadata / CommandMessage inputs: what the generic encoder writes, plus more fields
+
+def key_value_field(number: int, key: bytes, value: bytes) -> bytes:
+    return proto.f_bytes(number, proto.f_bytes(1, key) + proto.f_bytes(2, value))
+
+
+@st.composite
+def message_commands(draw):
+    """A serialized CommandMessage (the body of the BaseCommand)."""
+    ledger, entry = draw(uint64s), draw(uint64s)
+    partition = draw(st.one_of(st.just(-1), st.integers(0, 2**31 - 1)))
+    batch_index = draw(st.one_of(st.just(-1), st.integers(0, 2**31 - 1)))
+    message_id = proto.message_id_data(ledger, entry, partition, batch_index, draw(st.integers(0, 100)))
+    body = proto.f_uint(1, draw(uint64s)) + proto.f_bytes(2, message_id)
+    if draw(st.booleans()):
+        body += proto.f_uint(3, draw(uint64s))
+    for _ in range(draw(st.integers(0, 2))):
+        body += proto.f_uint(4, draw(int64s))  # ack_set
+    if draw(st.booleans()):
+        body += proto.f_uint(5, draw(uint64s)) + proto.f_uint(99, 1) + proto.f_bytes(98, b"unknown")
+    return body
+
+
+extra_fields = st.one_of(
+    st.builds(lambda v: proto.f_str(5, v), texts),  # replicated_from
+    st.builds(lambda v: proto.f_str(7, v), texts),  # replicate_to
+    st.builds(lambda v: proto.f_bytes(13, v), st.binary(max_size=6)),  # encryption_keys
+    st.builds(lambda v: proto.f_str(14, v), texts),  # encryption_algo
+    st.builds(lambda v: proto.f_bytes(15, v), st.binary(max_size=6)),  # encryption_param
+    st.builds(lambda v: proto.f_bytes(16, v), st.binary(max_size=6)),  # schema_version
+    st.builds(lambda v: proto.f_bool(17, v), st.booleans()),  # partition_key_b64_encoded
+    st.builds(lambda v: proto.f_uint(19, v), int64s),  # deliver_at_time
+    st.builds(lambda v: proto.f_uint(20, v), int64s),  # marker_type
+    st.builds(lambda a, b: proto.f_uint(22, a) + proto.f_uint(23, b), uint64s, uint64s),  # txnid
+    st.builds(lambda v: proto.f_uint(24, v), uint64s),  # highest_sequence_id
+    st.builds(lambda v: proto.f_str(26, v), texts),  # uuid
+    st.builds(lambda n, v: proto.f_uint(n, v), st.sampled_from([27, 28, 29]), int64s),  # chunking
+    st.builds(lambda v: proto.f_bool(30, v), st.booleans()),  # null_partition_key
+    st.builds(lambda n, v: proto.f_uint(n, v), st.sampled_from([10, 21, 31, 64, 2**20]), uint64s),  # unknown
+    st.builds(lambda n, v: proto.f_bytes(n, v), st.sampled_from([10, 21, 31, 64, 2**20]), st.binary(max_size=6)),
+    st.builds(lambda v: proto.f_bytes(6, v.encode()), texts),  # a second partition_key: the last wins
+    st.builds(lambda k, v: key_value_field(4, k.encode(), v.encode()), texts, texts),  # a KeyValue, duplicates too
+)
+
+
+@st.composite
+def message_metadatas(draw):
+    """A serialized MessageMetadata: the generic encoder's fields, then more in any order."""
+    out = proto.message_metadata(
+        draw(texts), draw(uint64s), draw(uint64s), properties=draw(st.one_of(st.none(), text_pairs)),
+        partition_key=draw(st.one_of(st.none(), texts)), event_time=draw(int64s),
+        num_messages_in_batch=draw(st.one_of(st.none(), st.integers(0, 1000), int64s)),
+        compression=draw(st.integers(0, 4)), uncompressed_size=draw(uint64s),
+        deliver_at_time=draw(st.one_of(st.none(), int64s)), ordering_key=draw(st.one_of(st.none(), st.binary(max_size=6))),
+        replicate_to=draw(st.one_of(st.none(), st.lists(texts, max_size=2))),
+        highest_sequence_id=draw(st.one_of(st.none(), uint64s)), null_value=draw(st.booleans()),
+    )
+    return out + b"".join(draw(st.lists(extra_fields, max_size=4)))
+
+
+GENERIC_FIELDS = {13, 14, 15, 22, 23, 27, 28, 29}
+
+
+def reference_message(command: bytes, metadata) -> tuple | None:
+    """decode_message() by the generic decoder (ProtocolError when it raises)."""
+    kind, record = proto.decode_command(command)
+    if kind != proto.MESSAGE:
+        return None
+    if record.message_id is None:
+        raise ProtocolError("no message_id")
+    if metadata is None:
+        raise ProtocolError("no metadata")
+    meta = proto.decode(proto.MESSAGE_METADATA, metadata)
+    numbers = set(py.read_fields(metadata)[::2])
+    mid = record.message_id
+    return (
+        record.consumer_id, signed64(mid.ledgerId), signed64(mid.entryId), mid.partition, mid.batch_index,
+        record.redelivery_count, meta.producer_name, meta.sequence_id, meta.publish_time,
+        {kv.key: kv.value for kv in meta.properties}, meta.partition_key, meta.event_time,
+        meta.num_messages_in_batch, meta.compression, meta.uncompressed_size, meta.ordering_key, meta.null_value,
+        meta.schema_version,
+        bool(numbers & GENERIC_FIELDS) or meta.partition_key_b64_encoded or meta.null_partition_key,
+    )
+
+
+def assert_same_as_reference(wire, command, metadata):
+    expected = outcome(reference_message, command, metadata)
+    got = outcome(wire.decode_message, command, metadata)
+    assert got == expected
+    if got[0] == "ok" and got[1] is not None:
+        types = (int, int, int, int, int, int, str, int, int, dict, (str, type(None)), int, (int, type(None)),
+                 int, int, (bytes, type(None)), bool, bytes, bool)
+        assert len(got[1]) == 19 and all(isinstance(v, t) for v, t in zip(got[1], types))
+    return got
+
+
+@SETTINGS
+@given(message_commands(), message_metadatas())
+def test_decode_message_matches_proto(wire, body, metadata):
+    command = proto.base_command(proto.MESSAGE, body)
+    assert assert_same_as_reference(wire, command, metadata)[0] == "ok"
+    for kind in (bytearray, memoryview):
+        assert wire.decode_message(kind(command), kind(metadata)) == wire.decode_message(command, metadata)
+
+
+@SETTINGS
+@given(message_commands(), message_metadatas(), st.lists(mutation, max_size=3), st.lists(mutation, max_size=3))
+def test_decode_message_mutated_matches_proto(wire, body, metadata, body_mutations, metadata_mutations):
+    # the BaseCommand stays well-formed (type first), its CommandMessage and the metadata do not
+    command = proto.base_command(proto.MESSAGE, mutate(body, body_mutations))
+    assert_same_as_reference(wire, command, mutate(metadata, metadata_mutations))
+
+
+def test_decode_message_values(wire):
+    body = proto.f_uint(1, 3) + proto.f_bytes(2, proto.message_id_data(812, 4411)) + proto.f_uint(3, 2)
+    command = proto.base_command(proto.MESSAGE, body)
+    metadata = proto.message_metadata("standalone-0-1", 123456, 1700000000000, properties={"trace": "abc123"})
+    assert wire.decode_message(command, metadata) == (
+        3, 812, 4411, -1, -1, 2, "standalone-0-1", 123456, 1700000000000, {"trace": "abc123"}, None, 0,
+        None, 0, 0, None, False, b"", False)
+    # all the returned fields
+    metadata = proto.message_metadata("ü", 2**64 - 1, 5, properties=[("k", "v"), ("k", "w"), ("é", "")],
+                                      partition_key="", event_time=9, num_messages_in_batch=0,
+                                      compression=proto.COMPRESSION_ZSTD, uncompressed_size=77, ordering_key=b"",
+                                      null_value=True) + proto.f_bytes(16, b"\x00v1")
+    mid = proto.message_id_data(2**64 - 1, 2**63, 2**31 - 1, 0)
+    command = proto.base_command(proto.MESSAGE, proto.f_uint(1, 2**64 - 1) + proto.f_bytes(2, mid))
+    assert wire.decode_message(command, metadata) == (
+        2**64 - 1, -1, -(2**63), 2**31 - 1, 0, 0, "ü", 2**64 - 1, 5, {"k": "w", "é": ""}, "", 9,
+        0, 3, 77, b"", True, b"\x00v1", False)
+    # empty metadata: the defaults; a negative num_messages_in_batch is signed
+    command = proto.base_command(proto.MESSAGE, proto.f_bytes(2, b""))
+    assert wire.decode_message(command, b"") == (
+        0, 0, 0, -1, -1, 0, "", 0, 0, {}, None, 0, None, 0, 0, None, False, b"", False)
+    assert wire.decode_message(command, proto.f_uint(11, -2))[12] == -2
+    # numbers in fixed-width fields are numbers too (as the generic decoder reads them)
+    mid = b"\x09" + struct.pack("<Q", 2**64 - 2) + b"\x15" + struct.pack("<I", 7) + b"\x1d" + struct.pack("<I", 3)
+    command = proto.base_command(proto.MESSAGE, proto.f_bytes(2, mid))
+    assert wire.decode_message(command, b"\x11" + struct.pack("<Q", 42))[1:5] == (-2, 7, 3, -1)
+    assert wire.decode_message(command, b"\x11" + struct.pack("<Q", 42))[7] == 42
+    # a KeyValue without a key or a value: ""
+    assert wire.decode_message(command, proto.f_bytes(4, b"") + proto.f_bytes(4, proto.f_str(2, "v")))[9] == {"": "v"}
+
+
+def test_decode_message_not_a_message(wire):
+    for command in (proto.ping(), proto.send(1, 2), proto.flow(1, 100), proto.base_command(2**64 - 1, b""),
+                    proto.f_uint(1, 9 + 2**32) + proto.f_bytes(9, b"")):
+        assert wire.decode_message(command, None) is None
+        assert wire.decode_message(command, b"\xff") is None  # the metadata is not looked at
+    # the type is the last one
+    assert wire.decode_message(proto.f_uint(1, 9) + proto.f_uint(1, 6) + proto.f_bytes(9, b"\x12\x00"), b"") is None
+    assert wire.decode_message(proto.f_uint(1, 6) + proto.f_uint(1, 9) + proto.f_bytes(9, b"\x12\x00"), b"")[0] == 0
+    # fields before the type, and unknown ones, are fine; the last CommandMessage wins
+    command = proto.f_bytes(9, b"\x08\x01\x12\x00") + proto.f_uint(1, 9) + proto.f_bytes(9, b"\x08\x02\x12\x00") + \
+        proto.f_uint(50, 1) + proto.f_bytes(51, b"x")
+    assert wire.decode_message(command, b"")[0] == 2
+
+
+GENERIC_CASES = [
+    (proto.f_bytes(13, b"\x0a\x01k"), True),
+    (proto.f_str(14, "AES"), True),
+    (proto.f_bytes(15, b"iv"), True),
+    (proto.f_uint(15, 1), True),  # not read by the generic decoder: any wire type
+    (proto.f_uint(22, 1), True),
+    (proto.f_uint(23, 1), True),
+    (proto.f_uint(27, 2), True),
+    (proto.f_uint(28, 100), True),
+    (proto.f_uint(29, 0), True),
+    (proto.f_bool(17, True), True),
+    (proto.f_bool(17, False), False),
+    (proto.f_bool(17, True) + proto.f_bool(17, False), False),
+    (proto.f_bool(30, True), True),
+    (proto.f_bool(30, False), False),
+    (proto.f_str(5, "cluster-a"), False),
+    (proto.f_str(7, "cluster-b"), False),
+    (proto.f_uint(19, 1700000000000), False),
+    (proto.f_uint(20, 1), False),
+    (proto.f_uint(24, 99), False),
+    (proto.f_str(26, "uuid"), False),
+    (proto.f_uint(10, 1) + proto.f_uint(21, 1) + proto.f_bytes(31, b"x") + proto.f_uint(1000, 5), False),
+]
+
+
+@pytest.mark.parametrize("extra, generic", GENERIC_CASES)
+def test_decode_message_generic(wire, extra, generic):
+    command = proto.base_command(proto.MESSAGE, proto.f_bytes(2, proto.message_id_data(1, 2)))
+    metadata = proto.message_metadata("p", 1, 2, properties={"a": "b"}) + extra
+    result = wire.decode_message(command, metadata)
+    assert result[18] is generic
+    assert result == reference_message(command, metadata)
+    assert result[:18] == wire.decode_message(command, proto.message_metadata("p", 1, 2, properties={"a": "b"}))[:18]
+
+
+MESSAGE_ID = proto.f_bytes(2, proto.message_id_data(1, 2))
+
+
+@pytest.mark.parametrize("command, metadata", [
+    (b"", b""),  # no type
+    (proto.f_bytes(9, MESSAGE_ID), b""),  # no type
+    (proto.f_bytes(1, b"\x09"), b""),  # a type that is not a number
+    (proto.f_uint(1, 9), b""),  # MESSAGE without its command
+    (proto.f_uint(1, 9) + proto.f_uint(9, 5), b""),  # the command is not a message
+    (proto.base_command(9, b""), b""),  # no message_id
+    (proto.base_command(9, proto.f_uint(1, 1) + proto.f_uint(3, 0)), b""),  # no message_id
+    (proto.base_command(9, proto.f_uint(2, 5)), b""),  # message_id not a message
+    (proto.base_command(9, proto.f_bytes(1, b"x") + MESSAGE_ID), b""),  # consumer_id not a number
+    (proto.base_command(9, proto.f_bytes(3, b"") + MESSAGE_ID), b""),  # redelivery_count not a number
+    (proto.base_command(9, proto.f_bytes(4, b"") + MESSAGE_ID), b""),  # ack_set packed: not read
+    (proto.base_command(9, proto.f_bytes(5, b"") + MESSAGE_ID), b""),  # consumer_epoch
+    (proto.base_command(9, proto.f_bytes(2, proto.f_bytes(1, b""))), b""),  # ledgerId not a number
+    (proto.base_command(9, proto.f_bytes(2, proto.f_bytes(3, b""))), b""),  # partition not a number
+    (proto.base_command(9, proto.f_bytes(2, proto.f_bytes(6, b""))), b""),  # batch_size not a number
+    (proto.base_command(9, proto.f_bytes(2, b"\x08")), b""),  # message_id cut short
+    (proto.base_command(9, MESSAGE_ID)[:-1], b""),  # command cut short
+    (proto.base_command(9, MESSAGE_ID) + b"\x0b", b""),  # wire type 3
+    (proto.base_command(9, MESSAGE_ID), None),  # no metadata
+    (proto.base_command(9, MESSAGE_ID), b"\x0a\x05abc"),  # metadata cut short
+    (proto.base_command(9, MESSAGE_ID), b"\x10"),  # varint cut short
+    (proto.base_command(9, MESSAGE_ID), b"\x10" + b"\xff" * 10 + b"\x01"),  # varint too long
+    (proto.base_command(9, MESSAGE_ID), b"\x00\x01"),  # field 0
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(1, b"\xff")),  # producer_name not UTF-8
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(1, b"\xed\xa0\x80")),  # a surrogate
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(1, 5)),  # producer_name not a string
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(2, b"")),  # sequence_id not a number
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(3, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(4, 1)),  # properties not a message
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(4, b"\x0a")),  # KeyValue cut short
+    (proto.base_command(9, MESSAGE_ID), key_value_field(4, b"\xc3", b"v")),  # key not UTF-8
+    (proto.base_command(9, MESSAGE_ID), key_value_field(4, b"k", b"\x80")),  # value not UTF-8
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(4, proto.f_uint(1, 1))),  # key not a string
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(6, b"\xff")),  # partition_key not UTF-8
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(6, 1)),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(8, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(9, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(11, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(12, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(16, 1)),  # schema_version not bytes
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(18, 1)),  # ordering_key not bytes
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(25, b"")),
+    # the ignored fields are checked as the generic decoder checks them
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(5, b"\xff")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(7, 1)),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(19, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(20, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(24, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(26, b"\xfe")),
+    # and so are those that make it generic, when the generic decoder reads them
+    (proto.base_command(9, MESSAGE_ID), proto.f_uint(14, 1)),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(17, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(27, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(30, b"")),
+    (proto.base_command(9, MESSAGE_ID), proto.f_bytes(13, b"x")[:-1]),  # cut short
+])
+def test_decode_message_errors(wire, command, metadata):
+    with pytest.raises(ProtocolError):
+        wire.decode_message(command, metadata)
+    if command.startswith(b"\x08\x09"):  # what the generic decoder also refuses
+        with pytest.raises(ProtocolError):
+            reference_message(command, metadata)
+
+
+def test_decode_message_bad_arguments(wire):
+    command = proto.base_command(9, MESSAGE_ID)
+    for bad in ("text", 1.5, object()):
+        with pytest.raises(TypeError):
+            wire.decode_message(bad, b"")
+        with pytest.raises(TypeError):
+            wire.decode_message(command, bad)
+    with pytest.raises(TypeError):
+        wire.decode_message(None, b"")
+
+
+def test_decode_message_names_repeat(wire):
+    """Names and keys of the same length and ends (the compiled cache's slots) stay apart."""
+    command = proto.base_command(9, MESSAGE_ID)
+    names = ["aXcYa", "aZcWa", "aXcYa", "a\u00e9a", "b\u00e9a", "x" * 48, "x" * 47 + "y", "x" * 49, "x" * 48]
+    for _ in range(3):
+        for name in names:
+            metadata = proto.message_metadata(name, 1, 2, properties=[(name, name), (name[::-1], "v")])
+            result = wire.decode_message(command, metadata)
+            assert result[6] == name
+            assert result[9] == {name: name, name[::-1]: "v"}
+    # a name that is not UTF-8 is refused even after a valid one of the same length and ends
+    wire.decode_message(command, proto.f_bytes(1, b"a\xc3\xa9a"))
+    with pytest.raises(ProtocolError):
+        wire.decode_message(command, proto.f_bytes(1, b"a\xc3\xc3a"))
+
+
+@st.composite
+def message_frames(draw):
+    """(command, metadata) of a MESSAGE, of another command, or of any bytes."""
+    command = draw(st.one_of(
+        message_commands().map(lambda body: proto.base_command(proto.MESSAGE, body)),
+        st.sampled_from([proto.ping(), proto.send(1, 2), proto.base_command(9, b"")]),
+        st.binary(max_size=30),
+    ))
+    metadata = draw(st.one_of(message_metadatas(), st.binary(max_size=30), st.none()))
+    return command, metadata
+
+
+@SETTINGS
+@given(message_frames(), st.lists(mutation, max_size=4), st.lists(mutation, max_size=4))
+def test_same_decode_message(both, frame, command_mutations, metadata_mutations):
+    command, metadata = frame
+    command = mutate(command, command_mutations)
+    if metadata is not None:
+        metadata = mutate(metadata, metadata_mutations)
+    expected = outcome(py.decode_message, command, metadata)
+    assert outcome(cy.decode_message, command, metadata) == expected
+    assert expected[0] == "ok" or expected == ("error", ProtocolError)
+    assert outcome(cy.decode_message, memoryview(command), metadata) == expected
+
+
+# SingleMessageMetadata and batches
+
+@st.composite
+def single_metadatas(draw):
+    out = proto.single_message_metadata(
+        draw(st.integers(0, 2**31 - 1)), properties=draw(st.one_of(st.none(), text_pairs)),
+        partition_key=draw(st.one_of(st.none(), texts)), event_time=draw(int64s),
+        sequence_id=draw(st.one_of(st.none(), uint64s)), ordering_key=draw(st.one_of(st.none(), st.binary(max_size=6))),
+    )
+    extras = st.one_of(
+        st.builds(lambda v: proto.f_bool(4, v), st.booleans()), st.builds(lambda v: proto.f_bool(6, v), st.booleans()),
+        st.builds(lambda v: proto.f_bool(9, v), st.booleans()), st.builds(lambda v: proto.f_bool(10, v), st.booleans()),
+        st.builds(lambda v: proto.f_uint(3, v), int64s),
+        st.builds(lambda n, v: proto.f_uint(n, v), st.sampled_from([11, 20, 2**20]), uint64s),
+        st.builds(lambda k, v: key_value_field(1, k.encode(), v.encode()), texts, texts),
+    )
+    return out + b"".join(draw(st.lists(extras, max_size=3)))
+
+
+def reference_single(data) -> tuple:
+    meta = proto.decode(proto.SINGLE_MESSAGE_METADATA, data)
+    has_sequence = 8 in py.read_fields(data)[::2]
+    return ({kv.key: kv.value for kv in meta.properties}, meta.partition_key, meta.payload_size, meta.compacted_out,
+            meta.event_time, meta.ordering_key, meta.sequence_id if has_sequence else None, meta.null_value)
+
+
+@SETTINGS
+@given(single_metadatas(), st.lists(mutation, max_size=3))
+def test_decode_single_metadata_matches_proto(wire, data, mutations):
+    assert outcome(wire.decode_single_metadata, data) == outcome(reference_single, data) and wire.decode_single_metadata(data)
+    mutated = mutate(data, mutations)
+    assert outcome(wire.decode_single_metadata, mutated) == outcome(reference_single, mutated)
+
+
+def test_decode_single_metadata_values(wire):
+    data = proto.single_message_metadata(5, {"a": "b", "ключ": "✓"}, "pk", 7, 0, b"ok") + proto.f_bool(4, True) + \
+        proto.f_bool(9, True) + proto.f_bool(6, True) + proto.f_bool(10, True)
+    assert wire.decode_single_metadata(data) == ({"a": "b", "ключ": "✓"}, "pk", 5, True, 7, b"ok", 0, True)
+    assert wire.decode_single_metadata(b"") == ({}, None, 0, False, 0, None, None, False)
+    assert wire.decode_single_metadata(proto.f_uint(3, -1) + proto.f_uint(8, 2**64 - 1)) == (
+        {}, None, -1, False, 0, None, 2**64 - 1, False)
+    for bad in (b"\x18", proto.f_bytes(3, b""), proto.f_bytes(2, b"\xff"), proto.f_uint(2, 1), proto.f_uint(7, 1),
+                proto.f_bytes(4, b""), proto.f_bytes(6, b""), proto.f_bytes(10, b""), key_value_field(1, b"\xff", b""),
+                proto.f_uint(1, 1), b"\x0b"):
+        with pytest.raises(ProtocolError):
+            wire.decode_single_metadata(bad)
+    with pytest.raises(TypeError):
+        wire.decode_single_metadata("text")
+
+
+def test_split_batch_decoded(wire):
+    singles = [proto.single_message_metadata(len(body), {"i": str(i)}, "k%d" % i, sequence_id=i or None)
+               for i, body in enumerate([b"first", b"", b"x" * 300])]
+    bodies = [b"first", b"", b"x" * 300]
+    payload = b"".join(wire.encode_batch_entry(m, b) for m, b in zip(singles, bodies))
+    expected = [(wire.decode_single_metadata(m), b) for m, b in zip(singles, bodies)]
+    assert expected[0][0] == ({"i": "0"}, "k0", 5, False, 0, None, None, False)
+    for kind in (bytes, bytearray, memoryview):
+        assert wire.split_batch_decoded(kind(payload), 3) == expected
+    assert wire.split_batch_decoded(payload, 2) == expected[:2]
+    assert wire.split_batch_decoded(payload, 0) == []
+    assert wire.split_batch_decoded(payload, True) == expected[:1]
+    # an entry split_batch() reads but whose metadata does not decode
+    entry = wire.encode_batch_entry(proto.f_bytes(2, b"\xff") + proto.f_uint(3, 1), b"a")
+    assert len(wire.split_batch(entry, 1)) == 1
+    with pytest.raises(ProtocolError):
+        wire.split_batch_decoded(entry, 1)
+
+
+@pytest.mark.parametrize("payload, count", test_split_batch_errors.pytestmark[0].args[1])
+def test_split_batch_decoded_errors(wire, payload, count):
+    with pytest.raises(ProtocolError):
+        wire.split_batch_decoded(payload, count)
+
+
+def test_split_batch_decoded_bad_arguments(wire):
+    entry = b"\x00\x00\x00\x02\x18\x01a"
+    for count in (1.0, None, "1"):
+        with pytest.raises(TypeError):
+            wire.split_batch_decoded(entry, count)
+    with pytest.raises(TypeError):
+        wire.split_batch_decoded("text", 1)
+
+
+decoded_entries = st.tuples(single_metadatas(), st.binary(max_size=20)).map(
+    lambda t: py.encode_batch_entry(t[0] + proto.f_uint(3, len(t[1])), t[1]))
+decoded_batches = st.one_of(
+    batch_payloads,
+    st.lists(decoded_entries, max_size=3).map(b"".join),
+    st.tuples(st.lists(decoded_entries, min_size=1, max_size=3).map(b"".join), st.lists(mutation, min_size=1, max_size=3)).map(
+        lambda t: mutate(*t)),
+)
+
+
+@SETTINGS
+@given(decoded_batches, counts)
+def test_same_split_batch_decoded(both, payload, count):
+    expected = outcome(py.split_batch_decoded, payload, count)
+    assert outcome(cy.split_batch_decoded, payload, count) == expected
+    assert outcome(cy.split_batch_decoded, memoryview(payload), count) == expected
+    split = outcome(py.split_batch, payload, count)
+    if split[0] == "ok" and expected[0] == "ok":
+        assert expected[1] == [(py.decode_single_metadata(m), b) for m, b in split[1]]
+    elif expected[0] == "error" and split[0] == "ok":
+        assert expected[1] is ProtocolError  # only the decoding of an entry failed
+
+
+@SETTINGS
+@given(st.one_of(single_metadatas(), st.binary(max_size=40)), st.lists(mutation, max_size=3))
+def test_same_decode_single_metadata(both, data, mutations):
+    data = mutate(data, mutations)
+    expected = outcome(py.decode_single_metadata, data)
+    assert outcome(cy.decode_single_metadata, data) == expected
+    assert expected[0] == "ok" or expected == ("error", ProtocolError)
+
+
+def test_hot_path_constants(both):
+    assert py.GENERIC_METADATA_FIELDS == cy.GENERIC_METADATA_FIELDS == frozenset(GENERIC_FIELDS)
+
+
+def test_encode_send_frame_properties_changed_meanwhile(wire):
+    """Converting extra_metadata or payload may run code that changes the list of properties:
+    the properties are those of the list when it was read (the compiled codec does not crash)."""
+    properties = []
+
+    class Changing:
+        def __len__(self):
+            properties.clear()
+            return 0
+
+        def __bytes__(self):
+            properties[:] = [(b"x", b"y")] * 50
+            return b""
+
+        def __iter__(self):
+            return iter(())
+
+    expected = reference_send_frame(1, 2, "n", 3, b"", [("a", "b")] * 3)
+    for payload, extra in ((b"", Changing()), (Changing(), b"")):
+        properties[:] = [(b"a", b"b")] * 3
+        assert wire.encode_send_frame(1, 2, b"n", 3, payload, properties, None, 0, extra) == expected
