@@ -16,10 +16,14 @@ optional fields have their proto default, repeated ones a list);
 field reader is ``pulsarfast.wire.read_fields`` (compiled when available).
 
 Why hand-written rather than the ``protobuf`` package: the client sends a
-few dozen fixed shapes and reads a few; writing them directly avoids a
-generated-code step and a message object per command, and decoding goes
-through the compiled field reader. (A measurement is in the closing note of
-the issue that introduced this module.)
+few dozen fixed shapes and reads a few, and the two per-message ones (a SEND
+frame, a MESSAGE and its metadata) have compiled encoders and decoders of
+their own in ``pulsarfast/_wire.pyx`` (``encode_send_frame``,
+``decode_message``), several times faster than ``protobuf``'s upb runtime
+(``benchmarks/pulsar_proto_choice.py``). What is left here (lookups,
+subscribes, acks, ...) is not on a per-message path, needs no generated code
+and no runtime dependency; this module is also the reference the hot path's
+tests compare against.
 
 Unknown fields are skipped, as protobuf does: a newer broker may send more.
 """
