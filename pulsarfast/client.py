@@ -105,11 +105,16 @@ class Client:
 
     def connection_for(self, topic: str) -> BrokerConnection:
         """The connection to the broker that serves topic (a lookup, then the shared connection)."""
-        self._check_usable()
+        self.check_usable()
         logical_url, address, through_proxy = self._lookup.broker_for(topic)
         conn = self._pool.get(logical_url, address, through_proxy)
         self.max_message_size = conn.max_message_size
         return conn
+
+    def broker_connections(self) -> list[BrokerConnection]:
+        """Diagnostics: the client's open broker connections (one per broker
+        and socket address, shared by its producers, consumers and lookups)."""
+        return self._pool.connections()
 
     def new_producer_id(self) -> int:
         return next(self._producer_ids)
@@ -131,7 +136,12 @@ class Client:
         if consumer in self._consumers:
             self._consumers.remove(consumer)
 
-    def _check_usable(self) -> None:
+    def forked(self) -> bool:
+        """This process forked from the one that made the client."""
+        return self._fork_generation != fork_generation()
+
+    def check_usable(self) -> None:
+        """Raise ForkedError in a forked child, AlreadyClosed once closed."""
         if self._fork_generation != fork_generation():
             raise ForkedError("this Client was created before os.fork(); create a new Client in the child process")
         if self._closed:
@@ -147,7 +157,7 @@ class Client:
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions' names of a partitioned topic, or [topic] for another one."""
-        self._check_usable()
+        self.check_usable()
         return [name for name, _index in self._partitions_of(full_topic_name(topic))]
 
     def create_producer(
@@ -178,7 +188,7 @@ class Client:
         hashing_scheme: str = DEFAULT_HASHING_SCHEME,
     ) -> Producer:
         """A producer on topic (every partition of it, when partitioned); raises when the broker refuses it."""
-        self._check_usable()
+        self.check_usable()
         topic = full_topic_name(topic)
         _int_arg("send_timeout_millis", send_timeout_millis)
         _int_arg("max_pending_messages", max_pending_messages, 1)
@@ -246,7 +256,7 @@ class Client:
         crypto_failure_action: Any = None,
     ) -> Consumer:
         """A consumer of subscription_name on one topic, a list of topics, and every partition of each."""
-        self._check_usable()
+        self.check_usable()
         if isinstance(topic, re.Pattern):
             raise InvalidConfiguration("pattern subscriptions are not supported by pulsarfast yet")
         if isinstance(topic, str):

@@ -477,8 +477,7 @@ class Consumer:
         if timeout_millis is not None and (not isinstance(timeout_millis, int) or isinstance(timeout_millis, bool)):
             raise ValueError("Argument timeout_millis is expected to be of type 'int' and not '%s'"
                              % type(timeout_millis).__name__)
-        if self.closed:
-            raise AlreadyClosed("consumer closed")
+        self._check_open()
         get = self._queue.get
         deadline = None if timeout_millis is None else monotonic() + max(0, timeout_millis) / 1000.0
         while True:
@@ -579,6 +578,9 @@ class Consumer:
         """Close on the broker; messages received and not acknowledged are delivered again to others."""
         if self.closed:
             return
+        if self.client.forked():
+            self.closed = True  # (the broker-side consumer is the parent's)
+            return
         self._shutdown(unsubscribe=False)
 
     def _shutdown(self, unsubscribe: bool) -> None:
@@ -597,5 +599,6 @@ class Consumer:
             raise errors[0]
 
     def _check_open(self) -> None:
+        self.client.check_usable()
         if self.closed:
             raise AlreadyClosed("consumer closed")

@@ -446,6 +446,7 @@ class Producer:
 
     def flush(self) -> None:
         """Block until every message sent before the call has its outcome."""
+        self._client.check_usable()
         for partition in self._partitions:
             partition.flush(self._send_timeout)
 
@@ -454,6 +455,8 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        if self._client.forked():
+            return  # (the broker-side producer is the parent's)
         for partition in self._partitions:
             self._client.forget_producer(partition)
             partition.close(self._client.operation_timeout)
@@ -463,6 +466,7 @@ class Producer:
     def _send(self, content: Any, callback: SendCallback | None, wait: bool, properties: Any, partition_key: Any,
               ordering_key: Any, sequence_id: Any, replication_clusters: Any, disable_replication: bool,
               event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> _Send:
+        self._client.check_usable()
         if self._closed:
             raise AlreadyClosed("producer closed")
         if content is None:

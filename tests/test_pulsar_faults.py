@@ -1,0 +1,313 @@
+"""pulsarfast against a real Pulsar standalone broker when things go wrong:
+a topic unloaded mid-stream, the connection dropped mid-stream, a stalled
+broker, and send timeouts, on both backends (the `backend` fixture).
+
+The fault proxy (tests/faultproxy.py) sits in the service URL. The
+standalone's lookup answers say ``proxy_through_service_url``, so the client
+connects to the service URL's host (the proxy) for the topic too, naming the
+broker in CONNECT: the proxy is in the data path, not only in the lookups
+(test_the_fault_proxy_is_in_the_data_path checks it)."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import pulsarfast as pulsar
+from msgengine.runtime import get_backend
+from waiting import run_blocking, wait_for
+
+pytestmark = pytest.mark.timeout(150)
+
+WAIT = 20.0
+RECEIVE_MS = 200
+STREAM = 3000
+
+wait_for = functools.partial(wait_for, timeout=WAIT)
+
+
+def proxied_client(proxy, backend, **kwargs):
+    kwargs.setdefault("operation_timeout_seconds", 10)
+    kwargs.setdefault("connection_timeout_ms", 3000)
+    return pulsar.Client("pulsar://%s" % proxy.address, backend=backend, **kwargs)
+
+
+class Collector:
+    """A consumer task (thread or greenlet of the backend) that receives,
+    acknowledges and remembers every payload until stopped."""
+
+    def __init__(self, backend, consumer):
+        self.consumer = consumer
+        self.bodies = set()
+        self.deliveries = 0
+        self.errors = []
+        self.running = True
+        self.task = get_backend(backend).spawn(self._run)
+
+    def _run(self):
+        while self.running:
+            try:
+                msg = self.consumer.receive(timeout_millis=RECEIVE_MS)
+            except pulsar.Timeout:
+                continue
+            except pulsar.AlreadyClosed:
+                return
+            except Exception as exc:  # reported by the test
+                self.errors.append(exc)
+                return
+            self.deliveries += 1
+            self.bodies.add(msg.data())
+            try:
+                self.consumer.acknowledge(msg)
+            except Exception as exc:
+                self.errors.append(exc)
+
+    def stop(self):
+        self.running = False
+        self.task.join(5)
+
+
+class Sender:
+    """A task sending ``count`` messages with send_async, pausing at
+    ``pause_at`` until ``resume`` is set (so that the fault hits while sends
+    are in flight)."""
+
+    def __init__(self, backend, producer, count, pause_at, resume):
+        self.backend = get_backend(backend)
+        self.producer = producer
+        self.count = count
+        self.pause_at = pause_at
+        self.resume = resume
+        self.results = {}
+        self.callbacks = 0
+        self.errors = []
+        self.task = self.backend.spawn(self._run)
+
+    def _callback(self, index):
+        def callback(result, message_id):
+            self.callbacks += 1
+            self.results.setdefault(index, []).append((result, message_id))
+        return callback
+
+    def _run(self):
+        try:
+            for i in range(self.count):
+                if i == self.pause_at:
+                    self.resume.wait(WAIT)
+                self.producer.send_async(b"m-%05d" % i, self._callback(i))
+                if i % 50 == 49:
+                    self.backend.sleep(0.002)  # keep the stream going for a while
+        except Exception as exc:
+            self.errors.append(exc)
+
+    def done(self):
+        return self.callbacks >= self.count
+
+    def not_ok(self):
+        return {i: r for i, r in self.results.items() if [res for res, _mid in r] != [pulsar.Result.Ok]}
+
+
+def expected_bodies(count):
+    return {b"m-%05d" % i for i in range(count)}
+
+
+def check_stream(backend, sender, collector):
+    """Every send got exactly one callback with Result.Ok and a message id; the
+    consumer received every message (duplicates allowed)."""
+    wait_for(sender.done, backend, message=lambda: "all %d send callbacks, got %d (sender errors %r)"
+             % (sender.count, sender.callbacks, sender.errors))
+    assert sender.errors == []
+    assert sorted(sender.results) == list(range(sender.count))
+    assert sender.not_ok() == {}
+    assert all(mid is not None for r in sender.results.values() for _res, mid in r)
+    want = expected_bodies(sender.count)
+    wait_for(lambda: want <= collector.bodies, backend,
+             message=lambda: "the consumer to receive all %d messages; missing %d, e.g. %r (errors %r)"
+             % (len(want), len(want - collector.bodies), sorted(want - collector.bodies)[:5], collector.errors))
+    assert collector.bodies == want
+    assert collector.errors == []
+
+
+def check_still_usable(backend, producer, collector, body):
+    producer.send(body)  # blocks until the broker's receipt
+    wait_for(lambda: body in collector.bodies, backend, message="%r to reach the consumer" % body)
+
+
+# --------------------------------------------------------------------------- proxy placement
+
+
+def test_the_fault_proxy_is_in_the_data_path(pulsar_broker, pulsar_topic, backend, fault_proxy_factory):
+    proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
+    client = proxied_client(proxy, backend)
+    try:
+        producer = client.create_producer(pulsar_topic)
+        producer.send(b"warm-up")
+        before = proxy.bytes_up
+        producer.send(b"x" * 100_000)
+        assert proxy.bytes_up - before >= 100_000  # the payload went through the relay
+        # every connection of the client (lookups' and the topic's) goes to the proxy
+        connections = client.broker_connections()
+        assert len(connections) >= 1
+        assert {c.address for c in connections} == {(proxy.host, proxy.port)}
+        assert proxy.active_connections == len(connections)
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- topic unload
+
+
+def test_topic_unload_mid_stream_loses_no_send_and_no_message(pulsar_broker, pulsar_topic, backend):
+    b = get_backend(backend)
+    client = pulsar.Client(pulsar_broker.service_url, backend=backend, operation_timeout_seconds=10)
+    collector = None
+    try:
+        consumer = client.subscribe(pulsar_topic, "unload", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(pulsar_topic, block_if_queue_full=True, send_timeout_millis=30000)
+        collector = Collector(backend, consumer)
+        stats = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
+        publisher_before = stats["publishers"][0]["connectedSince"]
+
+        resume = b.event()
+        sender = Sender(backend, producer, STREAM, STREAM // 3, resume)
+        wait_for(lambda: sender.callbacks >= 200, backend, message="the stream to start")
+        resume.set()  # the sender goes on while the broker unloads the topic
+        run_blocking(backend, pulsar_broker.unload_topic, pulsar_topic)
+
+        check_stream(backend, sender, collector)
+        wait_for(lambda: producer.is_connected() and consumer.is_connected(), backend,
+                 message="producer and consumer connected again")
+        stats = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
+        assert stats["publishers"][0]["connectedSince"] != publisher_before  # it was re-created
+        check_still_usable(backend, producer, collector, b"after-unload")
+    finally:
+        if collector is not None:
+            collector.stop()
+        client.close()
+
+
+# --------------------------------------------------------------------------- dropped connection
+
+
+@pytest.mark.parametrize("how", ["reset", "cut"])
+def test_dropped_connection_mid_stream_loses_no_send_and_no_message(
+        pulsar_broker, pulsar_topic, backend, fault_proxy_factory, how):
+    b = get_backend(backend)
+    proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
+    client = proxied_client(proxy, backend)
+    collector = None
+    try:
+        consumer = client.subscribe(pulsar_topic, "drop", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(pulsar_topic, block_if_queue_full=True, send_timeout_millis=30000)
+        collector = Collector(backend, consumer)
+        accepted = proxy.connections_accepted
+
+        resume = b.event()
+        sender = Sender(backend, producer, STREAM, STREAM // 3, resume)
+        wait_for(lambda: sender.callbacks >= 200, backend, message="the stream to start")
+        resume.set()
+        dropped = run_blocking(backend, getattr(proxy, how))  # every connection: lookups' and the data's
+        assert dropped >= 1
+
+        check_stream(backend, sender, collector)
+        assert proxy.connections_accepted > accepted  # it reconnected through the proxy
+        wait_for(lambda: producer.is_connected() and consumer.is_connected(), backend,
+                 message="producer and consumer connected again")
+        check_still_usable(backend, producer, collector, b"after-" + how.encode())
+    finally:
+        if collector is not None:
+            collector.stop()
+        client.close()
+
+
+# --------------------------------------------------------------------------- stalled broker
+
+
+def test_stalled_broker_is_detected_by_keep_alive_and_client_reconnects_after_the_stall(
+        pulsar_broker, pulsar_topic, backend, fault_proxy_factory):
+    proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
+    client = proxied_client(proxy, backend, keep_alive_interval_seconds=1, connection_timeout_ms=2000)
+    try:
+        consumer = client.subscribe(pulsar_topic, "stall", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(pulsar_topic, send_timeout_millis=60000)
+        producer.send(b"before")
+        msg = consumer.receive(timeout_millis=10_000)
+        assert msg.data() == b"before"
+        consumer.acknowledge(msg)
+        wait_for(lambda: run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
+                 ["subscriptions"]["stall"]["msgBacklog"] == 0, backend, message="the ack to reach the broker")
+        connections = client.broker_connections()
+        assert connections
+
+        proxy.hold()  # nothing moves either way; the sockets stay open
+        try:
+            during = []
+            producer.send_async(b"during", lambda res, mid: during.append(res))
+            # nothing arrives, not even PONGs: the keep-alive watchdog closes the connection
+            wait_for(lambda: all(c.is_closed() for c in connections), backend,
+                     message="the stalled connections to close")
+            wait_for(lambda: not producer.is_connected() and not consumer.is_connected(), backend,
+                     message="producer and consumer to notice")
+            assert during == []  # waiting for the broker, not failed
+        finally:
+            proxy.release()
+
+        wait_for(lambda: producer.is_connected() and consumer.is_connected(), backend,
+                 message="producer and consumer connected again after the stall")
+        assert producer.send(b"after") is not None
+        wait_for(lambda: during, backend, message="the send made during the stall to complete")
+        assert during == [pulsar.Result.Ok]
+        # "during" may come twice: the proxy hands the broker the copy written on the stalled
+        # connection once released, and the client re-sends it (no deduplication: at least once)
+        got = []
+        while not {b"during", b"after"} <= set(got) and len(got) < 10:
+            msg = consumer.receive(timeout_millis=10_000)
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+        assert set(got) == {b"during", b"after"}, got
+        assert not any(c.is_closed() for c in client.broker_connections())
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- send timeout
+
+
+def test_send_timeout_while_stalled_raises_timeout_and_calls_back_with_timeout(
+        pulsar_broker, pulsar_topic, backend, fault_proxy_factory):
+    b = get_backend(backend)
+    proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
+    client = proxied_client(proxy, backend)  # keep-alive 30 s: the connection itself stays up
+    try:
+        producer = client.create_producer(pulsar_topic, send_timeout_millis=1000)
+        producer.send(b"ok-before")
+        proxy.hold()
+        try:
+            outcome = []
+
+            def blocking_send():
+                try:
+                    outcome.append(producer.send(b"stalled-send"))
+                except Exception as exc:
+                    outcome.append(exc)
+
+            task = b.spawn(blocking_send)
+            wait_for(lambda: outcome, backend, message="send() to return or raise")
+            task.join(1)
+            assert len(outcome) == 1
+            assert isinstance(outcome[0], pulsar.Timeout), outcome
+            assert isinstance(outcome[0], pulsar.PulsarException)
+
+            callbacks = []
+            producer.send_async(b"stalled-async", lambda res, mid: callbacks.append((res, mid)))
+            wait_for(lambda: callbacks, backend, message="the send_async callback")
+            assert callbacks == [(pulsar.Result.Timeout, None)]
+        finally:
+            proxy.release()
+
+        # the broker gets the timed-out messages late; their receipts must not call back again
+        assert producer.send(b"ok-after") is not None
+        producer.flush()
+        assert callbacks == [(pulsar.Result.Timeout, None)]
+    finally:
+        client.close()

@@ -1,0 +1,234 @@
+"""pulsarfast and its runtime, against a real Pulsar standalone broker: a
+blocking receive() lets other greenlets run under gevent; Ctrl-C and a
+SIGTERM handler interrupt a receive() that waits for ever; a client made
+before os.fork() refuses to work in the child (ForkedError), the child exits
+cleanly and the parent's client goes on working.
+
+The signal and fork cases run programs from tests/programs/ as
+subprocesses (pulsar_receive_forever.py, pulsar_fork.py), so that this
+process's signal handlers and threads stay untouched."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+
+import pytest
+
+import pulsarfast as pulsar
+from servers import REPO_ROOT
+
+pytestmark = pytest.mark.timeout(150)
+
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+READY_WITHIN = 30.0  # interpreter start, imports, subscribe
+EXIT_WITHIN = 15.0
+
+
+def program_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _default_sigint():
+    # A shell that starts a job in the background (CI runners, `make test &`) leaves SIGINT
+    # ignored in it, and Python then keeps it ignored: give the program a terminal's default,
+    # so that Python installs its own KeyboardInterrupt handler as it does for a user.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def json_lines(text: str) -> list:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+# --------------------------------------------------------------------------- gevent: receive() yields
+
+
+def test_gevent_receive_with_timeout_lets_other_greenlets_run_and_raises_timeout(pulsar_broker, pulsar_topic):
+    import gevent
+
+    client = pulsar.Client(pulsar_broker.service_url, backend="gevent", operation_timeout_seconds=15)
+    ticks = [0]
+    running = [True]
+
+    def ticker():
+        while running[0]:
+            gevent.sleep(0.1)
+            ticks[0] += 1
+
+    greenlet = None
+    try:
+        consumer = client.subscribe(pulsar_topic, "tick", consumer_type=pulsar.ConsumerType.Shared)
+        greenlet = gevent.spawn(ticker)
+        before = ticks[0]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(timeout_millis=2000)  # an empty topic: nothing comes
+        during = ticks[0] - before
+        # the official client blocks the whole process here (0 ticks); ours waits on the hub
+        assert during >= 10, "the ticker ran %d times during a 2 s receive()" % during
+    finally:
+        running[0] = False
+        if greenlet is not None:
+            greenlet.join(2)
+            greenlet.kill()
+        client.close()
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class Program:
+    """A program of tests/programs run as a subprocess, its stdout lines read by a thread."""
+
+    def __init__(self, args):
+        self.proc = subprocess.Popen(
+            [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=program_env(), preexec_fn=_default_sigint,
+        )
+        self.lines = queue.Queue()
+        self.stdout = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.stdout.append(line)
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_line(self, wanted, timeout):
+        try:
+            while True:
+                line = self.lines.get(timeout=timeout)
+                if line is None or line == wanted:
+                    return line
+        except queue.Empty:
+            return None
+
+    def wait_exit(self, timeout):
+        """The exit code, or None if the program is still running after timeout (then killed)."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            code = None
+        self._reader.join(5)
+        self.stderr = self.proc.stderr.read()
+        self.proc.stderr.close()
+        return code
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def report(self):
+        return "stdout:\n%s\nstderr:\n%s" % ("".join(self.stdout), getattr(self, "stderr", "")[-4000:])
+
+
+PROGRAM_BACKENDS = ["gevent", "threads", "gevent-patched"]  # the last: gevent after monkey.patch_all()
+
+
+def start_receive_forever(pulsar_broker, pulsar_topic, program_backend, *extra):
+    program = Program([os.path.join(PROGRAMS, "pulsar_receive_forever.py"), "--backend", program_backend,
+                       "--service-url", pulsar_broker.service_url, "--topic", pulsar_topic, *extra])
+    ready = program.wait_line("READY", READY_WITHIN)
+    if ready != "READY":
+        program.kill()
+        program.wait_exit(5)
+        pytest.fail("the program did not block in receive():\n" + program.report())
+    return program
+
+
+@pytest.mark.parametrize("program_backend", PROGRAM_BACKENDS)
+def test_ctrl_c_interrupts_a_receive_without_timeout(pulsar_broker, pulsar_topic, program_backend):
+    program = start_receive_forever(pulsar_broker, pulsar_topic, program_backend)
+    try:
+        program.proc.send_signal(signal.SIGINT)
+        code = program.wait_exit(EXIT_WITHIN)
+    finally:
+        program.kill()
+    assert code is not None, "still running %gs after SIGINT:\n%s" % (EXIT_WITHIN, program.report())
+    assert "KeyboardInterrupt" in program.stderr, program.report()
+    assert "consumer.receive()" in program.stderr, program.report()  # raised out of receive()
+    assert code == -signal.SIGINT, program.report()  # how Python ends on an uncaught KeyboardInterrupt
+    assert "CLOSED" in "".join(program.stdout), program.report()  # client.close() in finally returned
+
+
+@pytest.mark.parametrize("program_backend", PROGRAM_BACKENDS)
+def test_sigterm_handler_raising_system_exit_ends_a_receive_without_timeout(
+        pulsar_broker, pulsar_topic, program_backend):
+    program = start_receive_forever(pulsar_broker, pulsar_topic, program_backend, "--sigterm-exits")
+    try:
+        program.proc.send_signal(signal.SIGTERM)
+        code = program.wait_exit(EXIT_WITHIN)
+    finally:
+        program.kill()
+    assert code is not None, "still running %gs after SIGTERM:\n%s" % (EXIT_WITHIN, program.report())
+    assert code == 3, program.report()  # the handler's SystemExit(3), not a default SIGTERM death
+    assert "CLOSED" in "".join(program.stdout), program.report()
+    assert "Traceback" not in program.stderr, program.report()
+
+
+# --------------------------------------------------------------------------- fork
+
+FORK_EXIT_WITHIN = 90.0
+
+#: what the child does with the inherited objects; each must raise ForkedError
+CHILD_CALLS = ["producer.send", "producer.send_async", "consumer.receive", "consumer.acknowledge",
+               "client.create_producer", "client.subscribe"]
+
+
+@pytest.fixture(scope="module", params=["gevent", "threads"])
+def fork_run(request, pulsar_broker):
+    """Run tests/programs/pulsar_fork.py once per backend: {"child": {...}, "parent": {...}}."""
+    topic = "t_fork_%s_%s" % (request.param, uuid.uuid4().hex[:8])
+    proc = subprocess.run(
+        [sys.executable, os.path.join(PROGRAMS, "pulsar_fork.py"), "--backend", request.param,
+         "--service-url", pulsar_broker.service_url, "--topic", topic],
+        capture_output=True, text=True, env=program_env(), timeout=FORK_EXIT_WITHIN,
+    )
+    results = {r["process"]: r for r in json_lines(proc.stdout)}
+    results["text"] = "exit %s\nstdout:\n%s\nstderr:\n%s" % (proc.returncode, proc.stdout, proc.stderr[-4000:])
+    results["returncode"] = proc.returncode
+    return results
+
+
+def test_forked_child_gets_forked_error_from_the_inherited_client_and_exits_0(fork_run):
+    assert "parent" in fork_run, fork_run["text"]
+    parent = fork_run["parent"]
+    assert not parent.get("child_hung"), "the child did not exit within its deadline:\n" + fork_run["text"]
+    assert parent["child_exit_code"] == 0, fork_run["text"]
+    assert "child" in fork_run, "the child printed nothing:\n" + fork_run["text"]
+    calls = fork_run["child"]["calls"]
+
+    wrong = {}
+    for name in CHILD_CALLS:
+        got = calls[name]
+        if name == "producer.send_async" and got["outcome"] == "returned":
+            # its error may come through the callback instead: ForkedError is a NotConnected
+            if fork_run["child"]["send_async_callbacks"] == ["NotConnected"]:
+                continue
+            got = dict(got, callbacks=fork_run["child"]["send_async_callbacks"])
+        elif got["outcome"] == "ForkedError" and "fork" in got["message"].lower():
+            continue
+        wrong[name] = got
+    assert wrong == {}, "calls in the forked child that did not raise ForkedError:\n%s" % json.dumps(wrong, indent=1)
+    assert calls["client.close"]["outcome"] == "returned", calls["client.close"]
+
+
+def test_parent_client_keeps_working_after_the_forked_child_exits(fork_run):
+    assert "parent" in fork_run, fork_run["text"]
+    parent = fork_run["parent"]
+    assert fork_run["returncode"] == 0, fork_run["text"]
+    assert parent["send_after"]["outcome"] == "returned", fork_run["text"]
+    # the parent receives its own message, and nothing the child might have sent on its sockets
+    assert parent["received_after"] == ["after-fork"], fork_run["text"]
