@@ -78,66 +78,288 @@ class PulsarException(Exception):
         super().__init__(message or self.result.name, *args)
 
 
-#: Result -> exception class, filled below
-_BY_RESULT: dict[Result, type[PulsarException]] = {}
+class UnknownError(PulsarException):
+    """The operation ended with Result.UnknownError."""
+
+    result = Result.UnknownError
 
 
-def _define(result: Result, retriable: bool = False) -> type[PulsarException]:
-    cls = type(result.name, (PulsarException,), {
-        "result": result,
-        "retriable": retriable,
-        "__module__": __name__,
-        "__doc__": "The operation ended with Result.%s." % result.name,
-    })
-    _BY_RESULT[result] = cls
-    return cls
+class InvalidConfiguration(PulsarException):
+    """The operation ended with Result.InvalidConfiguration."""
+
+    result = Result.InvalidConfiguration
 
 
-UnknownError = _define(Result.UnknownError)
-InvalidConfiguration = _define(Result.InvalidConfiguration)
-Timeout = _define(Result.Timeout)
-LookupError = _define(Result.LookupError, retriable=True)  # noqa: A001 - the official name
-ConnectError = _define(Result.ConnectError, retriable=True)
-ReadError = _define(Result.ReadError, retriable=True)
-AuthenticationError = _define(Result.AuthenticationError)
-AuthorizationError = _define(Result.AuthorizationError)
-ErrorGettingAuthenticationData = _define(Result.ErrorGettingAuthenticationData)
-BrokerMetadataError = _define(Result.BrokerMetadataError, retriable=True)
-BrokerPersistenceError = _define(Result.BrokerPersistenceError, retriable=True)
-ChecksumError = _define(Result.ChecksumError)
-ConsumerBusy = _define(Result.ConsumerBusy)
-NotConnected = _define(Result.NotConnected, retriable=True)
-AlreadyClosed = _define(Result.AlreadyClosed)
-InvalidMessage = _define(Result.InvalidMessage)
-ConsumerNotInitialized = _define(Result.ConsumerNotInitialized)
-ProducerNotInitialized = _define(Result.ProducerNotInitialized)
-ProducerBusy = _define(Result.ProducerBusy)
-TooManyLookupRequestException = _define(Result.TooManyLookupRequestException, retriable=True)
-InvalidTopicName = _define(Result.InvalidTopicName)
-InvalidUrl = _define(Result.InvalidUrl)
-ServiceUnitNotReady = _define(Result.ServiceUnitNotReady, retriable=True)
-OperationNotSupported = _define(Result.OperationNotSupported)
-ProducerBlockedQuotaExceededError = _define(Result.ProducerBlockedQuotaExceededError)
-ProducerBlockedQuotaExceededException = _define(Result.ProducerBlockedQuotaExceededException)
-ProducerQueueIsFull = _define(Result.ProducerQueueIsFull)
-MessageTooBig = _define(Result.MessageTooBig)
-TopicNotFound = _define(Result.TopicNotFound)
-SubscriptionNotFound = _define(Result.SubscriptionNotFound)
-ConsumerNotFound = _define(Result.ConsumerNotFound)
-UnsupportedVersionError = _define(Result.UnsupportedVersionError)
-TopicTerminated = _define(Result.TopicTerminated)
-CryptoError = _define(Result.CryptoError)
-IncompatibleSchema = _define(Result.IncompatibleSchema)
-ConsumerAssignError = _define(Result.ConsumerAssignError)
-CumulativeAcknowledgementNotAllowedError = _define(Result.CumulativeAcknowledgementNotAllowedError)
-TransactionCoordinatorNotFoundError = _define(Result.TransactionCoordinatorNotFoundError)
-InvalidTxnStatusError = _define(Result.InvalidTxnStatusError)
-NotAllowedError = _define(Result.NotAllowedError)
-TransactionConflict = _define(Result.TransactionConflict)
-TransactionNotFound = _define(Result.TransactionNotFound)
-ProducerFenced = _define(Result.ProducerFenced)
-MemoryBufferIsFull = _define(Result.MemoryBufferIsFull)
-Interrupted = _define(Result.Interrupted)
+class Timeout(PulsarException):
+    """The operation ended with Result.Timeout."""
+
+    result = Result.Timeout
+
+
+class LookupError(PulsarException):  # noqa: A001 - the official name
+    """The operation ended with Result.LookupError."""
+
+    result = Result.LookupError
+    retriable = True
+
+
+class ConnectError(PulsarException):
+    """The operation ended with Result.ConnectError."""
+
+    result = Result.ConnectError
+    retriable = True
+
+
+class ReadError(PulsarException):
+    """The operation ended with Result.ReadError."""
+
+    result = Result.ReadError
+    retriable = True
+
+
+class AuthenticationError(PulsarException):
+    """The operation ended with Result.AuthenticationError."""
+
+    result = Result.AuthenticationError
+
+
+class AuthorizationError(PulsarException):
+    """The operation ended with Result.AuthorizationError."""
+
+    result = Result.AuthorizationError
+
+
+class ErrorGettingAuthenticationData(PulsarException):
+    """The operation ended with Result.ErrorGettingAuthenticationData."""
+
+    result = Result.ErrorGettingAuthenticationData
+
+
+class BrokerMetadataError(PulsarException):
+    """The operation ended with Result.BrokerMetadataError."""
+
+    result = Result.BrokerMetadataError
+    retriable = True
+
+
+class BrokerPersistenceError(PulsarException):
+    """The operation ended with Result.BrokerPersistenceError."""
+
+    result = Result.BrokerPersistenceError
+    retriable = True
+
+
+class ChecksumError(PulsarException):
+    """The operation ended with Result.ChecksumError."""
+
+    result = Result.ChecksumError
+
+
+class ConsumerBusy(PulsarException):
+    """The operation ended with Result.ConsumerBusy."""
+
+    result = Result.ConsumerBusy
+
+
+class NotConnected(PulsarException):
+    """The operation ended with Result.NotConnected."""
+
+    result = Result.NotConnected
+    retriable = True
+
+
+class AlreadyClosed(PulsarException):
+    """The operation ended with Result.AlreadyClosed."""
+
+    result = Result.AlreadyClosed
+
+
+class InvalidMessage(PulsarException):
+    """The operation ended with Result.InvalidMessage."""
+
+    result = Result.InvalidMessage
+
+
+class ConsumerNotInitialized(PulsarException):
+    """The operation ended with Result.ConsumerNotInitialized."""
+
+    result = Result.ConsumerNotInitialized
+
+
+class ProducerNotInitialized(PulsarException):
+    """The operation ended with Result.ProducerNotInitialized."""
+
+    result = Result.ProducerNotInitialized
+
+
+class ProducerBusy(PulsarException):
+    """The operation ended with Result.ProducerBusy."""
+
+    result = Result.ProducerBusy
+
+
+class TooManyLookupRequestException(PulsarException):
+    """The operation ended with Result.TooManyLookupRequestException."""
+
+    result = Result.TooManyLookupRequestException
+    retriable = True
+
+
+class InvalidTopicName(PulsarException):
+    """The operation ended with Result.InvalidTopicName."""
+
+    result = Result.InvalidTopicName
+
+
+class InvalidUrl(PulsarException):
+    """The operation ended with Result.InvalidUrl."""
+
+    result = Result.InvalidUrl
+
+
+class ServiceUnitNotReady(PulsarException):
+    """The operation ended with Result.ServiceUnitNotReady."""
+
+    result = Result.ServiceUnitNotReady
+    retriable = True
+
+
+class OperationNotSupported(PulsarException):
+    """The operation ended with Result.OperationNotSupported."""
+
+    result = Result.OperationNotSupported
+
+
+class ProducerBlockedQuotaExceededError(PulsarException):
+    """The operation ended with Result.ProducerBlockedQuotaExceededError."""
+
+    result = Result.ProducerBlockedQuotaExceededError
+
+
+class ProducerBlockedQuotaExceededException(PulsarException):
+    """The operation ended with Result.ProducerBlockedQuotaExceededException."""
+
+    result = Result.ProducerBlockedQuotaExceededException
+
+
+class ProducerQueueIsFull(PulsarException):
+    """The operation ended with Result.ProducerQueueIsFull."""
+
+    result = Result.ProducerQueueIsFull
+
+
+class MessageTooBig(PulsarException):
+    """The operation ended with Result.MessageTooBig."""
+
+    result = Result.MessageTooBig
+
+
+class TopicNotFound(PulsarException):
+    """The operation ended with Result.TopicNotFound."""
+
+    result = Result.TopicNotFound
+
+
+class SubscriptionNotFound(PulsarException):
+    """The operation ended with Result.SubscriptionNotFound."""
+
+    result = Result.SubscriptionNotFound
+
+
+class ConsumerNotFound(PulsarException):
+    """The operation ended with Result.ConsumerNotFound."""
+
+    result = Result.ConsumerNotFound
+
+
+class UnsupportedVersionError(PulsarException):
+    """The operation ended with Result.UnsupportedVersionError."""
+
+    result = Result.UnsupportedVersionError
+
+
+class TopicTerminated(PulsarException):
+    """The operation ended with Result.TopicTerminated."""
+
+    result = Result.TopicTerminated
+
+
+class CryptoError(PulsarException):
+    """The operation ended with Result.CryptoError."""
+
+    result = Result.CryptoError
+
+
+class IncompatibleSchema(PulsarException):
+    """The operation ended with Result.IncompatibleSchema."""
+
+    result = Result.IncompatibleSchema
+
+
+class ConsumerAssignError(PulsarException):
+    """The operation ended with Result.ConsumerAssignError."""
+
+    result = Result.ConsumerAssignError
+
+
+class CumulativeAcknowledgementNotAllowedError(PulsarException):
+    """The operation ended with Result.CumulativeAcknowledgementNotAllowedError."""
+
+    result = Result.CumulativeAcknowledgementNotAllowedError
+
+
+class TransactionCoordinatorNotFoundError(PulsarException):
+    """The operation ended with Result.TransactionCoordinatorNotFoundError."""
+
+    result = Result.TransactionCoordinatorNotFoundError
+
+
+class InvalidTxnStatusError(PulsarException):
+    """The operation ended with Result.InvalidTxnStatusError."""
+
+    result = Result.InvalidTxnStatusError
+
+
+class NotAllowedError(PulsarException):
+    """The operation ended with Result.NotAllowedError."""
+
+    result = Result.NotAllowedError
+
+
+class TransactionConflict(PulsarException):
+    """The operation ended with Result.TransactionConflict."""
+
+    result = Result.TransactionConflict
+
+
+class TransactionNotFound(PulsarException):
+    """The operation ended with Result.TransactionNotFound."""
+
+    result = Result.TransactionNotFound
+
+
+class ProducerFenced(PulsarException):
+    """The operation ended with Result.ProducerFenced."""
+
+    result = Result.ProducerFenced
+
+
+class MemoryBufferIsFull(PulsarException):
+    """The operation ended with Result.MemoryBufferIsFull."""
+
+    result = Result.MemoryBufferIsFull
+
+
+class Interrupted(PulsarException):
+    """The operation ended with Result.Interrupted."""
+
+    result = Result.Interrupted
+
+
+#: Result -> exception class
+_BY_RESULT: dict[Result, type[PulsarException]] = {
+    cls.result: cls for cls in PulsarException.__subclasses__()
+}
 
 
 class ProtocolError(PulsarException):
