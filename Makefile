@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq pulsar test demo bench pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar test demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,14 @@ bench: install nsq
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
 	$(PY) benchmarks/update_readme.py
+
+# pulsarfast beside the official pulsar-client (3.13) on one real Pulsar broker:
+# produce (send_async + flush), consume (receive + acknowledge) and blocking send,
+# counts checked against the broker; results in benchmarks/results/pulsar_quick.json.
+# `make bench-pulsar PULSAR_BENCH_ARGS=--quick` is a smoke run.
+PULSAR_BENCH_ARGS ?=
+bench-pulsar: install pulsar
+	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
 
 # The pynsq program corpus (tests/pynsq_programs/) on pynsq 0.9.1 + tornado, to
 # show each program is a correct pynsq program; `make test` runs it on nsqfast.

@@ -1,0 +1,518 @@
+"""Quick Pulsar client benchmark: pulsarfast (gevent, threads) against the official client.
+
+One real Pulsar 4.0.7 standalone broker (tests/pulsar_broker.py, normal JIT and G1, not the
+tests' C1-only settings), then for each client, in its own subprocess, on fresh topics:
+
+  produce   N 100-byte messages with send_async() + flush()            (timed: first send .. flush returns)
+  consume   the same N from a Shared subscription (Earliest) made before producing,
+            receive() + acknowledge() one by one                       (timed: first receive .. last ack)
+  send      M messages with a blocking send() one at a time            (timed: first send .. last returns)
+
+Clients:
+  pulsarfast-gevent   pulsarfast, backend="gevent", in a process that does NOT monkey-patch
+                      (like our tests run it)
+  pulsarfast-threads  pulsarfast, backend="threads"
+  official            pulsar-client (C++ core), batching_enabled=False (like pulsarfast's producer)
+  official-batching   pulsar-client with batching_enabled=True (defaults: 1000 msgs / 128 KiB / 10 ms);
+                      its consumer then unpacks batches. No blocking-send row: with batching each
+                      send() waits for the 10 ms batch timer.
+
+Every producer: max_pending_messages=1000 (the default of both) and block_if_queue_full=True
+(without it send_async of 100k messages fails with ProducerQueueIsFull in both clients).
+
+The consumer subscription is created (and its consumer closed again) before producing, so the
+subscription holds the backlog; the consume phase then subscribes again and drains it. It is
+not open during the produce phase, so neither phase pays for the other.
+
+Checks (a row prints FAIL when one does not hold): the broker's msgInCounter of the topic equals
+the number produced; every send callback / send() reported Ok; the consumer got N messages with N
+distinct payloads; the subscription's backlog is 0 after the consumer closed (acks reached the
+broker).
+
+CPU: the client's own utime+stime (resource.getrusage(RUSAGE_SELF) in the child: every thread,
+the official client's C++ threads too) and the broker JVM's utime+stime (/proc/<pid>/stat)
+across the timed part, per message. The broker's figure includes its background work (which is
+most of it in the slow blocking-send phase). "other procs CPU %" is what the rest of the machine
+used meanwhile (/proc/stat minus client and broker; 100 = one core): a run next to someone
+else's busy processes shows up there and its figures are not to be trusted.
+
+Blocking send(): with the harness's broker config, the bookie's journal group commit
+(journalMaxGroupWaitMSec, journalFlushWhenQueueEmpty=false) makes every receipt wait about 2-3 ms,
+so every client does ~340 send()/s and the row measures the broker. Run with
+``--broker-config journalFlushWhenQueueEmpty=true`` (the journal flushes as soon as its queue is
+empty: ~0.8 ms per send) to compare the clients' own round-trip cost.
+
+Each figure is the median of --runs runs (runs are interleaved across clients). A warm-up pass
+(not recorded) first lets the broker's JIT compile its hot paths.
+
+Usage:
+    .venv/bin/python benchmarks/pulsar_quick.py --quick        # 10,000 messages, 1 run
+    .venv/bin/python benchmarks/pulsar_quick.py                # 100,000 messages, 3 runs
+    .venv/bin/python benchmarks/pulsar_quick.py --broker-config journalFlushWhenQueueEmpty=true
+Writes benchmarks/results/pulsar_quick.json (every run) and prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_quick.json")
+
+CLIENTS = {
+    "pulsarfast-gevent": {"lib": "pulsarfast", "backend": "gevent", "batching": False,
+                          "label": "pulsarfast gevent (no monkey-patching)"},
+    "pulsarfast-threads": {"lib": "pulsarfast", "backend": "threads", "batching": False,
+                           "label": "pulsarfast threads"},
+    "official": {"lib": "official", "backend": None, "batching": False,
+                 "label": "official 3.13 (batching off)"},
+    "official-batching": {"lib": "official", "backend": None, "batching": True,
+                          "label": "official 3.13 (batching on)"},
+}
+WORKLOADS = ("produce", "consume", "send")
+PAYLOAD_SIZE = 100
+SUBSCRIPTION = "bench"
+
+# Pulsar's own default heap is 2g; G1 and the tiered C2 JIT are the JVM's defaults.
+BROKER_JVM_ARGS = ("-Xms1g", "-Xmx1g", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1GC", "-XX:-UsePerfData")
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime+stime of a process (all its threads) from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    fields = data[data.rindex(b")") + 2:].split()
+    # fields[0] is field 3 (state): utime is field 14, stime field 15
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def system_busy_seconds() -> float:
+    """CPU seconds every process on the machine has used (the cpu line of /proc/stat, without idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def payloads(count: int, tag: bytes) -> list:
+    """count distinct 100-byte bodies."""
+    out = []
+    for i in range(count):
+        head = b"%s-%010d-" % (tag, i)
+        out.append(head + b"x" * (PAYLOAD_SIZE - len(head)))
+    return out
+
+
+# --------------------------------------------------------------------------- child: one client
+
+class Meter:
+    def __init__(self, broker_pid: int):
+        self.broker_pid = broker_pid
+
+    def start(self) -> None:
+        self.s0 = system_busy_seconds()
+        self.b0 = proc_cpu_seconds(self.broker_pid)
+        self.c0 = self_cpu_seconds()
+        self.t0 = time.perf_counter()
+
+    def stop(self, count: int) -> dict:
+        t1 = time.perf_counter()
+        c1 = self_cpu_seconds()
+        b1 = proc_cpu_seconds(self.broker_pid)
+        s1 = system_busy_seconds()
+        seconds = t1 - self.t0
+        # what the rest of the machine used meanwhile (other people's processes): a noisy run shows here
+        other = max(0.0, (s1 - self.s0) - (c1 - self.c0) - (b1 - self.b0))
+        return {
+            "count": count,
+            "seconds": seconds,
+            "rate": count / seconds if seconds > 0 else None,
+            "client_cpu_s": c1 - self.c0,
+            "broker_cpu_s": b1 - self.b0,
+            "client_cpu_us_per_msg": (c1 - self.c0) * 1e6 / count,
+            "broker_cpu_us_per_msg": (b1 - self.b0) * 1e6 / count,
+            "other_cpu_s": other,
+            "other_cpu_pct": 100.0 * other / seconds if seconds > 0 else None,  # 100 = one whole core
+        }
+
+
+def child_main(cfg: dict) -> dict:
+    lib = cfg["lib"]
+    if lib == "pulsarfast":
+        sys.path.insert(0, REPO)
+        import pulsarfast as pulsar
+        client = pulsar.Client(cfg["service_url"], backend=cfg["backend"])
+        if cfg["backend"] == "gevent":
+            monkey = sys.modules.get("gevent.monkey")
+            if monkey is not None and monkey.is_anything_patched():
+                raise RuntimeError("this process must not be monkey-patched")
+    else:
+        import pulsar
+        client = pulsar.Client(cfg["service_url"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    out: dict = {"lib_file": pulsar.__file__, "workloads": {}}
+    meter = Meter(cfg["broker_pid"])
+    n = cfg["messages"]
+    ok = pulsar.Result.Ok
+    producer_args = dict(block_if_queue_full=True, max_pending_messages=1000,
+                         batching_enabled=cfg["batching"])
+    try:
+        if "produce" in cfg["workloads"] or "consume" in cfg["workloads"]:
+            topic = cfg["topic_produce"]
+            # the subscription exists before producing, so it holds every message as backlog
+            consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
+                                        initial_position=pulsar.InitialPosition.Earliest)
+            consumer.close()
+
+            bodies = payloads(n, b"p")
+            done = {"ok": 0, "err": 0, "first_error": None}
+
+            def callback(res, _msg_id):
+                if res == ok:
+                    done["ok"] += 1
+                else:
+                    done["err"] += 1
+                    if done["first_error"] is None:
+                        done["first_error"] = str(res)
+
+            producer = client.create_producer(topic, **producer_args)
+            send_async = producer.send_async
+            meter.start()
+            for body in bodies:
+                send_async(body, callback)
+            producer.flush()
+            result = meter.stop(n)
+            deadline = time.monotonic() + 10
+            while done["ok"] + done["err"] < n and time.monotonic() < deadline:
+                time.sleep(0.01)  # the last callbacks may still be on their way (not timed)
+            result.update(callbacks_ok=done["ok"], callbacks_err=done["err"], first_error=done["first_error"])
+            producer.close()
+            out["workloads"]["produce"] = result
+
+            if "consume" in cfg["workloads"]:
+                consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
+                                            initial_position=pulsar.InitialPosition.Earliest)
+                receive = consumer.receive
+                acknowledge = consumer.acknowledge
+                seen = set()
+                add = seen.add
+                got = 0
+                error = None
+                meter.start()
+                try:
+                    for _ in range(n):
+                        msg = receive(30000)
+                        add(msg.data())
+                        acknowledge(msg)
+                        got += 1
+                except Exception as exc:  # a Timeout: fewer messages than produced
+                    error = f"{type(exc).__name__}: {exc}"
+                result = meter.stop(max(got, 1))
+                result.update(received=got, distinct=len(seen),
+                              unexpected=len(seen - set(bodies)), error=error)
+                consumer.close()  # (the official client sends its grouped acks here)
+                out["workloads"]["consume"] = result
+
+        if "send" in cfg["workloads"]:
+            m = cfg["send_messages"]
+            bodies = payloads(m, b"s")
+            producer = client.create_producer(cfg["topic_send"], **producer_args)
+            send = producer.send
+            error = None
+            sent = 0
+            meter.start()
+            try:
+                for body in bodies:
+                    send(body)
+                    sent += 1
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            result = meter.stop(max(sent, 1))
+            result.update(sent_ok=sent, error=error)
+            producer.close()
+            out["workloads"]["send"] = result
+    finally:
+        client.close()
+    return out
+
+
+# --------------------------------------------------------------------------- parent
+
+def run_child(cfg: dict, timeout: float) -> dict:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    except subprocess.TimeoutExpired as exc:  # subprocess.run killed the child (ours)
+        tail = (exc.stderr or b"")[-2000:]
+        if isinstance(tail, bytes):
+            tail = tail.decode("utf-8", "replace")
+        return {"error": f"timed out after {timeout:.0f}s", "stderr_tail": tail}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit code {proc.returncode}", "stderr_tail": proc.stderr[-3000:],
+                "stdout_tail": proc.stdout[-1000:]}
+    result = json.loads(lines[-1][len("RESULT "):])
+    if proc.stderr.strip():
+        result["stderr_tail"] = proc.stderr[-1500:]
+    return result
+
+
+def wait_backlog_zero(broker, topic: str, seconds: float = 10.0):
+    deadline = time.monotonic() + seconds
+    while True:
+        backlog = broker.topic_stats(topic)["subscriptions"][SUBSCRIPTION]["msgBacklog"]
+        if backlog == 0 or time.monotonic() >= deadline:
+            return backlog
+        time.sleep(0.2)
+
+
+def check_run(broker, cfg: dict, result: dict) -> None:
+    """Adds a "checks" list of failure reasons (empty: all good) to each workload of the run."""
+    w = result.get("workloads", {})
+    n = cfg["messages"]
+    if "produce" in w:
+        fails = []
+        r = w["produce"]
+        count = broker.topic_stats(cfg["topic_produce"])["msgInCounter"]
+        r["broker_msgInCounter"] = count
+        if count != n:
+            fails.append(f"broker msgInCounter {count} != {n}")
+        if r["callbacks_ok"] != n:
+            fails.append(f"{r['callbacks_ok']} Ok callbacks of {n} ({r['callbacks_err']} errors, "
+                         f"first {r['first_error']})")
+        r["checks"] = fails
+    if "consume" in w:
+        fails = []
+        r = w["consume"]
+        if r["error"]:
+            fails.append(r["error"])
+        if r["received"] != n or r["distinct"] != n or r["unexpected"]:
+            fails.append(f"received {r['received']}, {r['distinct']} distinct payloads "
+                         f"({r['unexpected']} not produced), expected {n}")
+        backlog = wait_backlog_zero(broker, cfg["topic_produce"])
+        r["backlog_after"] = backlog
+        if backlog != 0:
+            fails.append(f"subscription backlog {backlog} after the consumer closed")
+        r["checks"] = fails
+    if "send" in w:
+        fails = []
+        r = w["send"]
+        m = cfg["send_messages"]
+        count = broker.topic_stats(cfg["topic_send"])["msgInCounter"]
+        r["broker_msgInCounter"] = count
+        if r["error"]:
+            fails.append(r["error"])
+        if count != m or r["sent_ok"] != m:
+            fails.append(f"broker msgInCounter {count}, send() ok {r['sent_ok']}, expected {m}")
+        r["checks"] = fails
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def summarize(runs: list, clients: list) -> list:
+    rows = []
+    for name in clients:
+        for workload in WORKLOADS:
+            results = [r["result"]["workloads"][workload] for r in runs
+                       if r["client"] == name and workload in r["result"].get("workloads", {})]
+            errors = [r["result"]["error"] for r in runs
+                      if r["client"] == name and "error" in r["result"] and workload in r["workloads"]]
+            if not results and not errors:
+                continue
+            fails = sorted({c for res in results for c in res.get("checks", [])} | set(errors))
+            rows.append({
+                "client": name,
+                "label": CLIENTS[name]["label"],
+                "workload": workload,
+                "count": results[0]["count"] if results else None,
+                "runs": len(results),
+                "rates": [res["rate"] for res in results],
+                "rate": median([res["rate"] for res in results]),
+                "client_cpu_us_per_msg": median([res["client_cpu_us_per_msg"] for res in results]),
+                "broker_cpu_us_per_msg": median([res["broker_cpu_us_per_msg"] for res in results]),
+                "other_cpu_pct": median([res.get("other_cpu_pct") for res in results]),
+                "ok": not fails,
+                "failures": fails,
+            })
+    return rows
+
+
+def markdown(rows: list, meta: dict) -> str:
+    lines = [
+        f"Pulsar {meta['pulsar_version']} standalone, {meta['messages']:,} × {PAYLOAD_SIZE} B messages "
+        f"(blocking send: {meta['send_messages']:,}), median of {meta['runs']} run(s); "
+        f"{meta['cpus']} CPUs, load before {meta['loadavg_before']}; broker config: "
+        f"{', '.join(f'{k}={v}' for k, v in meta['broker_config'].items()) or 'tests/pulsar_broker.py defaults'}",
+        "",
+        "| client | workload | msgs/s | runs (msgs/s) | client CPU µs/msg | broker CPU µs/msg | other procs CPU % | check |",
+        "|---|---|---:|---|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        runs = ", ".join(f"{r:,.0f}" for r in row["rates"])
+        check = "ok" if row["ok"] else "FAIL: " + "; ".join(row["failures"])
+        lines.append(f"| {row['label']} | {row['workload']} | {fmt(row['rate'], ',.0f')} | {runs} | "
+                     f"{fmt(row['client_cpu_us_per_msg'], '.1f')} | {fmt(row['broker_cpu_us_per_msg'], '.1f')} | "
+                     f"{fmt(row['other_cpu_pct'], '.0f')} | "
+                     f"{check} |")
+    return "\n".join(lines)
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="messages produced and consumed")
+    parser.add_argument("--send-messages", type=int, default=10_000, help="messages of the blocking send() run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="10,000 messages, 1 run")
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated: " + ", ".join(CLIENTS))
+    parser.add_argument("--no-warmup", action="store_true", help="skip the broker warm-up pass")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra broker.conf entry (repeatable), e.g. journalFlushWhenQueueEmpty=true")
+    parser.add_argument("--json", default=DEFAULT_JSON, help="where to write the results")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        result = child_main(json.loads(args.child))
+        sys.stdout.write("RESULT " + json.dumps(result) + "\n")
+        sys.stdout.flush()
+        return 0
+
+    if args.quick:
+        args.messages, args.runs = 10_000, 1
+    args.send_messages = min(args.send_messages, args.messages)
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    for c in clients:
+        if c not in CLIENTS:
+            parser.error(f"unknown client {c!r}")
+
+    broker_config = {}
+    for item in args.broker_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--broker-config wants KEY=VALUE, not {item!r}")
+        broker_config[key.strip()] = value.strip()
+
+    sys.dont_write_bytecode = True  # importing the test helpers must not write into tests/
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from pulsar_broker import PULSAR_VERSION, PulsarBroker
+
+    began = time.monotonic()
+    meta = {
+        "pulsar_version": PULSAR_VERSION,
+        "messages": args.messages,
+        "send_messages": args.send_messages,
+        "payload_bytes": PAYLOAD_SIZE,
+        "runs": args.runs,
+        "clients": clients,
+        "broker_jvm_args": list(BROKER_JVM_ARGS),
+        "broker_config": broker_config,
+        "python": sys.version.split()[0],
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_before": loadavg(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "notes": [
+            "pulsarfast gevent runs use backend='gevent' in a process that does not monkey-patch",
+            "producers: max_pending_messages=1000, block_if_queue_full=True",
+            "official-batching: batching_enabled=True (1000 msgs / 128 KiB / 10 ms); no blocking send row",
+            "subscription created (consumer closed) before producing; the consume phase drains the backlog",
+        ],
+    }
+    broker = PulsarBroker(config=broker_config, jvm_args=BROKER_JVM_ARGS)
+    print(f"starting Pulsar {PULSAR_VERSION} standalone ...", flush=True)
+    broker.start()
+    print(f"broker {broker.service_url} pid {broker.pid} ready in {broker.start_seconds:.1f}s", flush=True)
+    meta["broker_start_seconds"] = broker.start_seconds
+    timeout = 120 + args.messages * 0.003 + args.send_messages * 0.01
+    runs = []
+    try:
+        def config(name: str, tag: str, workloads) -> dict:
+            spec = CLIENTS[name]
+            uid = uuid.uuid4().hex[:8]
+            return {
+                "lib": spec["lib"], "backend": spec["backend"], "batching": spec["batching"],
+                "service_url": broker.service_url, "broker_pid": broker.pid,
+                "messages": args.messages, "send_messages": args.send_messages,
+                "topic_produce": f"pq-{name}-{tag}-{uid}-p", "topic_send": f"pq-{name}-{tag}-{uid}-s",
+                "workloads": list(workloads),
+            }
+
+        if not args.no_warmup:
+            for name in ("pulsarfast-threads", "official"):
+                if name not in CLIENTS:
+                    continue
+                t = time.monotonic()
+                cfg = config(name, "warmup", ("produce", "consume"))  # send() hardly loads the broker
+                result = run_child(cfg, timeout)
+                print(f"warm-up {name}: {time.monotonic() - t:.1f}s"
+                      + (f" ERROR {result['error']}: {result.get('stderr_tail', '')[-500:]}"
+                         if "error" in result else ""), flush=True)
+
+        for run in range(1, args.runs + 1):
+            for name in clients:
+                workloads = [w for w in WORKLOADS if not (w == "send" and CLIENTS[name]["batching"])]
+                cfg = config(name, f"r{run}", workloads)
+                t = time.monotonic()
+                result = run_child(cfg, timeout)
+                if "error" not in result:
+                    check_run(broker, cfg, result)
+                runs.append({"client": name, "run": run, "config": cfg, "workloads": workloads, "result": result})
+                if "error" in result:
+                    print(f"run {run} {name}: ERROR {result['error']}\n{result.get('stderr_tail', '')}", flush=True)
+                else:
+                    parts = []
+                    for w, r in result["workloads"].items():
+                        bad = " FAIL" if r.get("checks") else ""
+                        parts.append(f"{w} {r['rate']:,.0f}/s (others {r['other_cpu_pct']:.0f}%){bad}")
+                    print(f"run {run} {name} ({time.monotonic() - t:.1f}s): " + ", ".join(parts), flush=True)
+                    if result.get("stderr_tail"):
+                        print(f"  stderr: {result['stderr_tail'][-300:]!r}", flush=True)
+    finally:
+        broker.stop()
+    meta["loadavg_after"] = loadavg()
+    meta["total_seconds"] = time.monotonic() - began
+
+    rows = summarize(runs, clients)
+    table = markdown(rows, meta)
+    print()
+    print(table)
+    for row in rows:
+        if not row["ok"]:
+            print(f"FAIL {row['client']} {row['workload']}: {'; '.join(row['failures'])}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"meta": meta, "summary": rows, "markdown": table, "runs": runs}, f, indent=1)
+    print(f"\nwrote {args.json} ({meta['total_seconds']:.0f}s in all)")
+    return 0 if all(row["ok"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
