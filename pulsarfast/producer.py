@@ -43,7 +43,7 @@ from .errors import (
     Timeout,
     result_of,
 )
-from .hashing import DEFAULT_HASHING_SCHEME, partition_for_key
+from .hashing import partition_for_key
 from .message import Message, MessageId
 from .wire import encode_send_frame
 
@@ -520,4 +520,3 @@ class Producer:
         return partitions[index]
 
 
-DEFAULT_HASHING = DEFAULT_HASHING_SCHEME
