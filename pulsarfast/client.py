@@ -17,7 +17,7 @@ import logging
 import re
 from typing import Any
 
-from msgengine.runtime import Backend, fork_generation, get_backend, on_fork_in_child
+from msgengine.runtime import Backend, fork_generation, from_any_thread, get_backend, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
 from .connection import BrokerConnection
@@ -132,6 +132,10 @@ class Client:
     def forget_consumer(self, consumer: TopicConsumer) -> None:
         self._supervisor.release(consumer)
 
+    def producer_closed(self, producer: Producer) -> None:
+        if producer in self._producers:
+            self._producers.remove(producer)
+
     def consumer_closed(self, consumer: Consumer) -> None:
         if consumer in self._consumers:
             self._consumers.remove(consumer)
@@ -155,11 +159,13 @@ class Client:
 
     # -- the official API ----------------------------------------------------------------------
 
+    @from_any_thread()
     def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions' names of a partitioned topic, or [topic] for another one."""
         self.check_usable()
         return [name for name, _index in self._partitions_of(full_topic_name(topic))]
 
+    @from_any_thread()
     def create_producer(
         self,
         topic: str,
@@ -201,6 +207,8 @@ class Client:
             raise InvalidConfiguration("compression is not supported by this version of pulsarfast yet")
         if chunking_enabled and batching_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together")
+        if access_mode is not None and getattr(access_mode, "name", access_mode) not in ("Shared", 0):
+            raise InvalidConfiguration("producer access modes other than Shared are not supported by pulsarfast yet")
         if encryption_key is not None or crypto_key_reader is not None:
             raise InvalidConfiguration("end-to-end encryption is not supported by pulsarfast")
         if schema is not None and type(schema).__name__ != "BytesSchema":
@@ -226,6 +234,7 @@ class Client:
         self._producers.append(producer)
         return producer
 
+    @from_any_thread()
     def subscribe(
         self,
         topic: str | list[str] | re.Pattern,
@@ -276,6 +285,8 @@ class Client:
             raise ValueError("message_listener must be callable")
         if unacked_messages_timeout_ms:
             raise InvalidConfiguration("unacked_messages_timeout_ms is not supported by pulsarfast yet")
+        if key_shared_policy is not None:
+            raise InvalidConfiguration("key_shared_policy is not supported by pulsarfast yet (KeyShared uses AutoSplit)")
         if dead_letter_policy is not None:
             raise InvalidConfiguration("dead_letter_policy is not supported by pulsarfast yet")
         consumer = Consumer(
@@ -315,6 +326,7 @@ class Client:
         for target, link in started:
             self._supervisor.adopt(target, link)
 
+    @from_any_thread()
     def close(self) -> None:
         """Close every producer (after their messages in flight) and consumer, then the connections."""
         if self._closed:
@@ -336,6 +348,7 @@ class Client:
         self._supervisor.close()
         self._pool.close()
 
+    @from_any_thread()
     def shutdown(self) -> None:
         """Close every connection at once, without closing producers and consumers on the broker."""
         self._closed = True

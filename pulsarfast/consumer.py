@@ -36,7 +36,7 @@ import queue as _queue
 from typing import TYPE_CHECKING, Any, Callable
 
 from msgengine.flow import FlowControl, LinkCredit
-from msgengine.runtime import monotonic
+from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
 from .enums import ConsumerType, InitialPosition
@@ -44,11 +44,12 @@ from .errors import (
     AlreadyClosed,
     CumulativeAcknowledgementNotAllowedError,
     InvalidConfiguration,
+    NotConnected,
     ProtocolError,
     PulsarException,
     Timeout,
 )
-from .message import Message, MessageId
+from .message import BatchDelivery, Message, MessageId
 from .wire import read_fields, split_batch_decoded
 
 if TYPE_CHECKING:
@@ -92,10 +93,19 @@ class _ConsumerLink:
         self.close_link()
 
     def add_close_listener(self, listener: Callable[[Any], None]) -> None:
-        if self.closed:
+        self._listeners.append(listener)
+        if self.closed:  # (closed meanwhile, perhaps by the reading task: call it, once)
+            self._call(listener)
+
+    def _call(self, listener: Callable[[Any], None]) -> None:
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            return  # called already
+        try:
             listener(self)
-        else:
-            self._listeners.append(listener)
+        except Exception:
+            logger.exception("consumer link listener raised")
 
     def close_link(self) -> None:
         if self.closed:
@@ -103,13 +113,16 @@ class _ConsumerLink:
         self.closed = True
         self.conn.unregister_consumer(self.consumer.consumer_id, self)
         self.consumer.link_closed(self)
-        for listener in self._listeners:
-            try:
-                listener(self)
-            except Exception:
-                logger.exception("consumer link listener raised")
+        for listener in list(self._listeners):
+            self._call(listener)
 
     def close(self) -> None:
+        """Close this life of the consumer, on the broker too (without waiting for its answer)."""
+        if not self.closed and not self.conn.is_closed():
+            try:
+                self.conn.send_command(proto.close_consumer(self.consumer.consumer_id, self.conn.protocol.new_request_id()))
+            except PulsarException:
+                pass
         self.close_link()
 
 
@@ -127,7 +140,6 @@ class TopicConsumer:
         self._link: _ConsumerLink | None = None
         self._read_since_flow = 0
         self._share = 0
-        self._batches: dict[tuple[int, int], set[int]] = {}  # entry -> batch indexes not acknowledged yet
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
@@ -150,7 +162,7 @@ class TopicConsumer:
         try:
             conn.request(lambda rid: proto.subscribe(
                 self.topic, owner.subscription, _SUB_TYPES[owner.consumer_type], self.consumer_id, rid,
-                consumer_name=owner.consumer_name, initial_position=int(owner.initial_position),
+                consumer_name=owner.consumer_name_given, initial_position=int(owner.initial_position),
                 read_compacted=owner.read_compacted, metadata=owner.properties,
                 replicate_subscription_state=owner.replicate_subscription_state,
                 key_shared_mode=0 if owner.consumer_type == ConsumerType.KeyShared else None,
@@ -159,13 +171,14 @@ class TopicConsumer:
             conn.unregister_consumer(self.consumer_id, link)
             raise
         with self._lock:
-            if self.closed:
-                conn.unregister_consumer(self.consumer_id, link)
-                raise AlreadyClosed("consumer closed")
-            self._link = link
-            self._read_since_flow = 0
-            self._batches.clear()
-            permits = self._share
+            closed = self.closed
+            if not closed:
+                self._link = link
+                self._read_since_flow = 0
+                permits = self._share
+        if closed:  # (closed while subscribing: the broker's consumer goes too)
+            link.close()
+            raise AlreadyClosed("consumer closed")
         if permits > 0:
             self._flow(link, permits)
         return link
@@ -228,7 +241,8 @@ class TopicConsumer:
         self.corrupt_messages += 1
         logger.error("[%s] message %d:%d %s: not delivered, asked again after the negative-ack delay",
                      self.topic, event.ledger_id, event.entry_id, why)
-        self._skip_unread(1)
+        batch_size = event.fields[12] if event.fields is not None else None
+        self._skip_unread(batch_size if batch_size and batch_size > 0 else 1)  # (the broker counts a batch's messages)
         self.owner.nack_entry(self, event.ledger_id, event.entry_id)
 
     def _skip_unread(self, count: int) -> None:
@@ -239,7 +253,7 @@ class TopicConsumer:
     def _unpack(self, event: Any) -> list[Message]:
         (_consumer_id, ledger, entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,
          publish_time, properties, partition_key, event_time, batch_size, compression, _uncompressed_size,
-         ordering_key, _null_value, schema_version, generic) = event.fields
+         ordering_key, null_value, schema_version, generic) = event.fields
         if generic:
             numbers = set(read_fields(event.metadata)[::2])
             if numbers & _ENCRYPTION_FIELDS:
@@ -255,29 +269,29 @@ class TopicConsumer:
                 event.payload, MessageId(partition, ledger, entry, -1, 0, topic), topic, properties=properties,
                 partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
                 event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
-                sequence_id=sequence_id, schema_version=schema_version,
+                sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
             )]
         messages = []
         skipped = 0
-        waiting = set()
+        waiting: set[int] = set()
+        delivery = BatchDelivery(waiting)
         for index, (single, body) in enumerate(split_batch_decoded(event.payload, batch_size)):
             (entry_properties, entry_key, _size, compacted_out, entry_event_time, entry_ordering_key,
-             entry_sequence_id, _entry_null) = single
+             entry_sequence_id, entry_null) = single
             if compacted_out:
                 skipped += 1
                 continue
             waiting.add(index)
+            message_id = MessageId(partition, ledger, entry, index, batch_size, topic)
+            message_id.batch = delivery
             messages.append(Message(
-                body, MessageId(partition, ledger, entry, index, batch_size, topic), topic,
+                body, message_id, topic,
                 properties=entry_properties, partition_key=entry_key, ordering_key=entry_ordering_key,
                 publish_time=publish_time, event_time=entry_event_time or event_time,
                 redelivery_count=redelivery_count, producer_name=producer_name,
                 sequence_id=entry_sequence_id if entry_sequence_id is not None else sequence_id + index,
-                schema_version=schema_version,
+                schema_version=schema_version, null_value=entry_null,
             ))
-        if waiting:
-            with self._lock:
-                self._batches[(ledger, entry)] = waiting
         if skipped:
             self._skip_unread(skipped)
         return messages
@@ -285,16 +299,20 @@ class TopicConsumer:
     # -- acknowledging --------------------------------------------------------------------
 
     def ack(self, message_id: MessageId) -> None:
-        entry = message_id.entry_key()
         index = message_id.batch_index()
         if index >= 0:
+            # the broker hears of a batch once every message of its delivery is acknowledged; an id
+            # of a batch that did not come from a delivery (built or deserialized) cannot say that,
+            # so it acknowledges nothing on the broker: a duplicate later, never a loss
+            batch = message_id.batch
+            if batch is None:
+                logger.debug("[%s] %s: a batch message's id without its delivery; not acknowledged on the broker",
+                             self.topic, message_id)
+                return
             with self._lock:
-                waiting = self._batches.get(entry)
-                if waiting is not None:
-                    waiting.discard(index)
-                    if waiting:
-                        return  # the broker hears of the batch once every message in it is acknowledged
-                    del self._batches[entry]
+                last = batch.acknowledge(index)
+            if not last:
+                return
         self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
 
     def ack_cumulative(self, message_id: MessageId) -> None:
@@ -305,9 +323,6 @@ class TopicConsumer:
             if entry == 0:
                 return
             entry -= 1
-        with self._lock:
-            for key in [key for key in self._batches if key <= (ledger, entry)]:
-                del self._batches[key]
         self._send_ack(proto.ACK_CUMULATIVE, proto.message_id_data(ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1),
                                                                    self.partition))
 
@@ -321,9 +336,6 @@ class TopicConsumer:
             pass
 
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
-        with self._lock:
-            for entry in entries:
-                self._batches.pop(entry, None)
         link = self._link
         if link is None or link.closed:
             return
@@ -335,24 +347,27 @@ class TopicConsumer:
 
     # -- closing --------------------------------------------------------------------------
 
-    def request(self, build: Callable[[int], bytes]) -> None:
+    def unsubscribe(self) -> None:
+        """Remove the subscription on the broker; raises (and stays open) when that fails."""
         link = self._link
         if link is None or link.closed:
-            return
-        link.conn.request(build, self.client.operation_timeout)
+            raise NotConnected("%s is reconnecting: the subscription cannot be removed now" % self.topic)
+        link.conn.request(lambda rid: proto.unsubscribe(self.consumer_id, rid), self.client.operation_timeout)
+        self.closed = True
+        link.close_link()  # (the broker closed its consumer with the subscription)
 
-    def close(self, unsubscribe: bool = False) -> None:
+    def close(self) -> None:
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             link = self._link
         if link is not None and not link.closed:
-            build = proto.unsubscribe if unsubscribe else proto.close_consumer
             try:
-                link.conn.request(lambda rid: build(self.consumer_id, rid), self.client.operation_timeout)
+                link.conn.request(lambda rid: proto.close_consumer(self.consumer_id, rid),
+                                  self.client.operation_timeout)
             finally:
-                link.close()
+                link.close_link()
 
 
 class _NegativeAcks:
@@ -412,7 +427,7 @@ class Consumer:
         self._topic_label = topic_label
         self.subscription = subscription
         self.consumer_type = consumer_type
-        self.consumer_name = consumer_name
+        self.consumer_name_given = consumer_name
         self.initial_position = initial_position
         self.read_compacted = read_compacted
         self.properties = dict(properties or {})
@@ -470,6 +485,10 @@ class Consumer:
     def subscription_name(self) -> str:
         return self.subscription
 
+    def consumer_name(self) -> str:
+        return self.consumer_name_given or ""
+
+    @from_any_thread()
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits at most timeout_millis (then raises Timeout), or for ever."""
         if self._listener is not None:
@@ -538,12 +557,14 @@ class Consumer:
             return message
         raise ValueError("expected a Message or a MessageId, not %s" % type(message).__name__)
 
+    @from_any_thread()
     def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (the broker will not deliver it again)."""
         self._check_open()
         message_id = self._id_of(message)
         self._topic_consumer(message_id).ack(message_id)
 
+    @from_any_thread()
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and every one before it (of its partition)."""
         self._check_open()
@@ -553,6 +574,7 @@ class Consumer:
         message_id = self._id_of(message)
         self._topic_consumer(message_id).ack_cumulative(message_id)
 
+    @from_any_thread()
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Ask for the message again after negative_ack_redelivery_delay_ms."""
         self._check_open()
@@ -560,6 +582,7 @@ class Consumer:
         ledger, entry = message_id.entry_key()
         self._nacks.add(self._topic_consumer(message_id), ledger, entry)
 
+    @from_any_thread()
     def redeliver_unacknowledged_messages(self) -> None:
         """Ask the broker to deliver again every message not acknowledged yet."""
         self._check_open()
@@ -569,11 +592,19 @@ class Consumer:
     def is_connected(self) -> bool:
         return not self.closed and all(c.is_connected() for c in self._topics)
 
+    @from_any_thread()
     def unsubscribe(self) -> None:
-        """Remove the subscription from the broker (and close this consumer)."""
+        """Remove the subscription from the broker (and close this consumer).
+        Raises, leaving the consumer open, when the broker cannot be told
+        (a partition reconnecting: NotConnected)."""
         self._check_open()
-        self._shutdown(unsubscribe=True)
+        for consumer in self._topics:
+            if not consumer.closed:
+                consumer.unsubscribe()
+                self.client.forget_consumer(consumer)
+        self._shutdown()
 
+    @from_any_thread()
     def close(self) -> None:
         """Close on the broker; messages received and not acknowledged are delivered again to others."""
         if self.closed:
@@ -581,22 +612,19 @@ class Consumer:
         if self.client.forked():
             self.closed = True  # (the broker-side consumer is the parent's)
             return
-        self._shutdown(unsubscribe=False)
+        self._shutdown()
 
-    def _shutdown(self, unsubscribe: bool) -> None:
+    def _shutdown(self) -> None:
         self.closed = True
         self._nacks.close()
-        errors = []
         for consumer in self._topics:
             self.client.forget_consumer(consumer)
             try:
-                consumer.close(unsubscribe)
+                consumer.close()
             except PulsarException as exc:
-                errors.append(exc)
+                logger.warning("[%s] closing the consumer on the broker: %s", consumer.topic, exc)
         self._queue.put(_CLOSED)
         self.client.consumer_closed(self)
-        if errors and unsubscribe:
-            raise errors[0]
 
     def _check_open(self) -> None:
         self.client.check_usable()

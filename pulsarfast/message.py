@@ -21,7 +21,7 @@ _MAX_U64 = (1 << 64) - 1
 class MessageId:
     """A message's position: ``MessageId(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1)``."""
 
-    __slots__ = ("_ledger_id", "_entry_id", "_partition", "_batch_index", "_batch_size", "topic")
+    __slots__ = ("_ledger_id", "_entry_id", "_partition", "_batch_index", "_batch_size", "topic", "batch")
 
     earliest: "MessageId"
     latest: "MessageId"
@@ -35,6 +35,8 @@ class MessageId:
         self._batch_size = batch_size
         #: the topic (or partition) of the consumer that received it; None for ids built by hand
         self.topic = topic
+        #: the BatchDelivery this id came in (None: not received in a batch, or built by hand)
+        self.batch: BatchDelivery | None = None
 
     def ledger_id(self) -> int:
         return self._ledger_id
@@ -69,12 +71,12 @@ class MessageId:
         return self.to_proto()
 
     @staticmethod
-    def deserialize(message_id_bytes: bytes) -> "MessageId":
+    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> "MessageId":
         try:
             record = proto.decode(proto.MESSAGE_ID_DATA, message_id_bytes)
         except ProtocolError as exc:
             raise InvalidMessage("not a serialized message id: %s" % exc) from None
-        return MessageId.from_proto(record)
+        return MessageId.from_proto(record, topic=topic)
 
     @staticmethod
     def from_proto(record: Any, partition: int | None = None, batch_index: int = -1, batch_size: int = 0,
@@ -117,6 +119,27 @@ class MessageId:
         return "MessageId%s" % (self,)
 
 
+class BatchDelivery:
+    """The messages of one batch as one delivery handed them out: the broker
+    acknowledges whole entries, so the entry is acknowledged once every
+    message of this delivery is. A batch delivered again (negative ack,
+    reconnect) is a new delivery: acknowledgements of the old one never
+    acknowledge the entry for messages the new one has not seen handled."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self, indexes: set[int]) -> None:
+        self.waiting = indexes
+
+    def acknowledge(self, index: int) -> bool:
+        """Message index was acknowledged; True when it was the batch's last one."""
+        waiting = self.waiting
+        if not waiting:
+            return False  # (the entry went out already)
+        waiting.discard(index)
+        return not waiting
+
+
 MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(-1, (1 << 63) - 1, (1 << 63) - 1, -1)
 
@@ -125,12 +148,13 @@ class Message:
     """A received message (the official ``pulsar.Message`` methods)."""
 
     __slots__ = ("_data", "_properties", "_partition_key", "_ordering_key", "_publish_time", "_event_time",
-                 "_message_id", "_topic", "_redelivery_count", "_producer_name", "_sequence_id", "_schema_version")
+                 "_message_id", "_topic", "_redelivery_count", "_producer_name", "_sequence_id", "_schema_version",
+                 "_null_value")
 
     def __init__(self, data: bytes, message_id: MessageId, topic: str, *, properties: dict[str, str] | None = None,
                  partition_key: str | None = None, ordering_key: bytes | None = None, publish_time: int = 0,
                  event_time: int = 0, redelivery_count: int = 0, producer_name: str = "", sequence_id: int = 0,
-                 schema_version: bytes = b"") -> None:
+                 schema_version: bytes = b"", null_value: bool = False) -> None:
         self._data = data
         self._message_id = message_id
         self._topic = topic
@@ -143,6 +167,7 @@ class Message:
         self._producer_name = producer_name
         self._sequence_id = sequence_id
         self._schema_version = schema_version
+        self._null_value = null_value
 
     def data(self) -> bytes:
         """The payload, as bytes."""
@@ -161,8 +186,8 @@ class Message:
     def has_partition_key(self) -> bool:
         return self._partition_key is not None
 
-    def ordering_key(self) -> bytes:
-        return self._ordering_key or b""
+    def ordering_key(self) -> str:
+        return self._ordering_key.decode("utf-8", "replace") if self._ordering_key else ""
 
     def publish_timestamp(self) -> int:
         """When the producer published it, in milliseconds since the epoch."""
@@ -187,8 +212,12 @@ class Message:
     def sequence_id(self) -> int:
         return self._sequence_id
 
-    def schema_version(self) -> bytes:
-        return self._schema_version
+    def schema_version(self) -> str:
+        return self._schema_version.decode("utf-8", "replace") if self._schema_version else ""
+
+    def has_null_value(self) -> bool:
+        """The producer sent None (a tombstone), not an empty payload."""
+        return self._null_value
 
     def __len__(self) -> int:
         return len(self._data)

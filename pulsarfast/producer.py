@@ -28,7 +28,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from msgengine.runtime import monotonic
+from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
 from .enums import PartitionsRoutingMode
@@ -108,10 +108,19 @@ class _ProducerLink:
         self.close_link(reason)
 
     def add_close_listener(self, listener: Callable[[Any], None]) -> None:
-        if self.closed:
+        self._listeners.append(listener)
+        if self.closed:  # (closed meanwhile, perhaps by the reading task: call it, once)
+            self._call(listener)
+
+    def _call(self, listener: Callable[[Any], None]) -> None:
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            return  # called already
+        try:
             listener(self)
-        else:
-            self._listeners.append(listener)
+        except Exception:
+            logger.exception("producer link listener raised")
 
     def close_link(self, reason: BaseException | None = None) -> None:
         if self.closed:
@@ -119,13 +128,16 @@ class _ProducerLink:
         self.closed = True
         self.conn.unregister_producer(self.producer.producer_id, self)
         self.producer.link_closed(self, reason)
-        for listener in self._listeners:
-            try:
-                listener(self)
-            except Exception:
-                logger.exception("producer link listener raised")
+        for listener in list(self._listeners):
+            self._call(listener)
 
     def close(self) -> None:
+        """Close this life of the producer, on the broker too (without waiting for its answer)."""
+        if not self.closed and not self.conn.is_closed():
+            try:
+                self.conn.send_command(proto.close_producer(self.producer.producer_id, self.conn.protocol.new_request_id()))
+            except PulsarException:
+                pass
         self.close_link(AlreadyClosed("producer closed"))
 
 
@@ -183,10 +195,10 @@ class PartitionProducer:
             conn.unregister_producer(self.producer_id, link)
             raise
         self._epoch += 1
+        if self.closed:  # (closed while it was being created: the broker's producer goes too)
+            link.close()
+            raise AlreadyClosed("producer closed")
         with self._lock:
-            if self.closed:
-                conn.unregister_producer(self.producer_id, link)
-                raise AlreadyClosed("producer closed")
             if answer.producer_name != self.name:
                 self.name = answer.producer_name
                 self._name_bytes = None
@@ -392,6 +404,7 @@ class Producer:
                  routing_mode: PartitionsRoutingMode, hashing_scheme: str, message_router: Any,
                  send_timeout_millis: int) -> None:
         self._client = client
+        self.backend = client.backend
         self._topic = topic
         self._partitions = partitions
         self._routing_mode = routing_mode
@@ -415,6 +428,7 @@ class Producer:
     def is_connected(self) -> bool:
         return not self._closed and all(p.is_connected() for p in self._partitions)
 
+    @from_any_thread()
     def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,
              ordering_key: str | None = None, sequence_id: int | None = None,
              replication_clusters: list[str] | None = None, disable_replication: bool = False,
@@ -429,6 +443,7 @@ class Producer:
         assert send.message_id is not None
         return send.message_id
 
+    @from_any_thread()
     def send_async(self, content: bytes, callback: SendCallback, properties: dict[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | None = None,
                    sequence_id: int | None = None, replication_clusters: list[str] | None = None,
@@ -444,12 +459,14 @@ class Producer:
         except PulsarException as exc:
             callback(exc.result, None)
 
+    @from_any_thread()
     def flush(self) -> None:
         """Block until every message sent before the call has its outcome."""
         self._client.check_usable()
         for partition in self._partitions:
             partition.flush(self._send_timeout)
 
+    @from_any_thread()
     def close(self) -> None:
         """Wait for the messages in flight, then close on the broker."""
         if self._closed:
@@ -457,9 +474,16 @@ class Producer:
         self._closed = True
         if self._client.forked():
             return  # (the broker-side producer is the parent's)
+        timeout = self._client.operation_timeout
+        for partition in self._partitions:
+            try:  # while still kept: a producer reconnecting meanwhile sends what waits
+                partition.flush(timeout)
+            except PulsarException:
+                pass
         for partition in self._partitions:
             self._client.forget_producer(partition)
-            partition.close(self._client.operation_timeout)
+            partition.close(timeout)
+        self._client.producer_closed(self)
 
     # -- internals ----------------------------------------------------------------------
 

@@ -141,6 +141,8 @@ class PingReceived:
 
 
 PING_RECEIVED = PingReceived()
+#: what a frame may hold beyond its message: the command and the metadata
+FRAME_PADDING = 10 * 1024
 
 
 def _signed(value: int) -> int:
@@ -225,8 +227,10 @@ class PulsarProtocol:
             self.state = State.READY
             self.server_version = record.server_version
             self.protocol_version = record.protocol_version
-            if record.max_message_size:
+            if record.max_message_size > 0:
                 self.max_message_size = record.max_message_size
+                # frames carry a message plus its command and metadata (the broker's own padding)
+                self._decoder.max_frame_size = max(DEFAULT_MAX_FRAME_SIZE, record.max_message_size + FRAME_PADDING)
             return Connected(record.server_version, record.protocol_version, self.max_message_size)
         if kind == proto.REACHED_END_OF_TOPIC:
             return EndOfTopic(record.consumer_id)
