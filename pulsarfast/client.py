@@ -350,10 +350,18 @@ class Client:
 
     @from_any_thread()
     def shutdown(self) -> None:
-        """Close every connection at once, without closing producers and consumers on the broker."""
+        """Close every connection at once, without closing producers and
+        consumers on the broker: sends still waiting fail, and blocked
+        receive() calls raise AlreadyClosed."""
         self._closed = True
         self._supervisor.close()
         self._pool.close()
+        for producer in list(self._producers):
+            producer.abort()
+        for consumer in list(self._consumers):
+            consumer.abort()
+        self._producers.clear()
+        self._consumers.clear()
 
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's connections and timers (they belong to the parent)."""

@@ -614,6 +614,12 @@ class Consumer:
             return
         self._shutdown()
 
+    def abort(self) -> None:
+        """The client shut down: blocked and later receive() calls raise AlreadyClosed."""
+        self.closed = True
+        self._nacks.close()
+        self._queue.put(_CLOSED)
+
     def _shutdown(self) -> None:
         self.closed = True
         self._nacks.close()

@@ -385,10 +385,19 @@ class PartitionProducer:
                 logger.debug("[%s] closing the producer on the broker: %s", self.topic, exc)
             link.close()
 
-    def fail_all(self, error: BaseException) -> None:
+    def abort(self, error: BaseException) -> None:
+        """Closed without a word to the broker (the client shut down): every send waiting fails."""
         with self._lock:
+            self.closed = True
             failed = list(self._pending)
             self._pending.clear()
+            timer, self._timer = self._timer, None
+            waiters = self._room_waiters + self._drain_waiters
+            self._room_waiters = []
+            self._drain_waiters = []
+        if timer is not None:
+            timer.cancel()
+        self._wake(waiters)
         self._fail(failed, error)
 
 
@@ -484,6 +493,12 @@ class Producer:
             self._client.forget_producer(partition)
             partition.close(timeout)
         self._client.producer_closed(self)
+
+    def abort(self) -> None:
+        """The client shut down: every send still waiting fails with AlreadyClosed."""
+        self._closed = True
+        for partition in self._partitions:
+            partition.abort(AlreadyClosed("the client shut down before the broker's receipt"))
 
     # -- internals ----------------------------------------------------------------------
 

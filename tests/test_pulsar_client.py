@@ -430,6 +430,31 @@ def test_receive_blocked_when_the_consumer_closes_raises_already_closed(make_cli
     assert len(outcome) == 1 and isinstance(outcome[0], pulsar.AlreadyClosed), outcome
 
 
+def test_shutdown_wakes_a_blocked_receive_and_fails_later_calls(make_client, pulsar_topic, backend):
+    client = make_client()
+    consumer = client.subscribe(pulsar_topic, "sub")
+    producer = client.create_producer(pulsar_topic)
+    outcome = []
+    started = get_backend(backend).event()
+
+    def receiver():
+        started.set()
+        try:
+            consumer.receive()  # no timeout: only the shutdown ends it
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            outcome.append(exc)
+
+    task = get_backend(backend).spawn(receiver)
+    assert started.wait(10)
+    client.shutdown()
+    join_all(backend, [task], timeout=10)
+    assert len(outcome) == 1 and isinstance(outcome[0], pulsar.AlreadyClosed), outcome
+    with pytest.raises(pulsar.AlreadyClosed):
+        producer.send(b"after shutdown")
+    with pytest.raises(pulsar.AlreadyClosed):
+        client.subscribe(pulsar_topic, "other")
+
+
 def test_second_exclusive_consumer_raises_consumer_busy(make_client, pulsar_topic):
     client = make_client()
     first = client.subscribe(pulsar_topic, "exclusive-sub", consumer_type=pulsar.ConsumerType.Exclusive)
