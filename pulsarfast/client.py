@@ -199,6 +199,9 @@ class Client:
         _int_arg("send_timeout_millis", send_timeout_millis)
         _int_arg("max_pending_messages", max_pending_messages, 1)
         _int_arg("max_pending_messages_across_partitions", max_pending_messages_across_partitions, 1)
+        _int_arg("batching_max_messages", batching_max_messages, 1)
+        _int_arg("batching_max_allowed_size_in_bytes", batching_max_allowed_size_in_bytes, 1)
+        _int_arg("batching_max_publish_delay_ms", batching_max_publish_delay_ms)
         if producer_name is not None and not isinstance(producer_name, str):
             raise ValueError("Argument producer_name is expected to be of type 'str'")
         if initial_sequence_id is not None:
@@ -218,13 +221,15 @@ class Client:
             if name not in HASHING_SCHEMES:
                 raise InvalidConfiguration("hashing_scheme must be one of %s" % ", ".join(HASHING_SCHEMES))
             hashing_scheme = name
-        # batching_* are accepted; every message is sent on its own (batching is not implemented yet)
         names = self._partitions_of(topic)
         per_partition = max(1, min(max_pending_messages, max_pending_messages_across_partitions // len(names)))
         partitions = [
             PartitionProducer(self, name, index, producer_name=producer_name, initial_sequence_id=initial_sequence_id,
                               send_timeout_millis=send_timeout_millis, max_pending_messages=per_partition,
-                              block_if_queue_full=block_if_queue_full, properties=properties)
+                              block_if_queue_full=block_if_queue_full, properties=properties,
+                              batching=bool(batching_enabled), batching_max_messages=batching_max_messages,
+                              batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+                              batching_max_publish_delay_ms=batching_max_publish_delay_ms)
             for name, index in names
         ]
         self._start(partitions, lambda p: p.close(self.operation_timeout))

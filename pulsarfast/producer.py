@@ -13,6 +13,14 @@ still waiting are then written again, in order, with their sequence ids, so
 nothing acknowledged to a caller is lost and nothing unacknowledged is
 dropped silently.
 
+With batching on, messages join an open batch that becomes one SEND frame
+(``num_messages``, the first message's sequence id, one
+``SingleMessageMetadata`` per message) when it holds
+``batching_max_messages`` messages or ``batching_max_allowed_size_in_bytes``
+bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``;
+the frame is then pending like any other, and its receipt gives each message
+its id (the entry's, with the message's index in the batch).
+
 ``Producer`` routes: a message with a ``partition_key`` to the partition its
 hash gives (the official client's BoostHash by default, so keys land where
 the official client puts them), others round robin from a random start
@@ -45,7 +53,7 @@ from .errors import (
 )
 from .hashing import partition_for_key
 from .message import Message, MessageId
-from .wire import encode_send_frame
+from .wire import encode_batch_entry, encode_send_frame
 
 if TYPE_CHECKING:
     from .client import Client
@@ -63,10 +71,10 @@ _FINAL_SEND_ERRORS = (Result.TopicTerminated, Result.NotAllowedError, Result.Pro
 class _Send:
     """One message waiting for its receipt."""
 
-    __slots__ = ("sequence_id", "frame", "callback", "deadline", "event", "result", "message_id")
+    __slots__ = ("sequence_id", "frame", "callback", "deadline", "event", "result", "message_id", "members")
 
     def __init__(self, sequence_id: int, frame: bytes, callback: SendCallback | None, deadline: float,
-                 event: Any) -> None:
+                 event: Any, members: "list[_Send] | None" = None) -> None:
         self.sequence_id = sequence_id
         self.frame = frame
         self.callback = callback
@@ -74,8 +82,23 @@ class _Send:
         self.event = event
         self.result: BaseException | None = None
         self.message_id: MessageId | None = None
+        #: a batch frame's messages, in order (None: a frame of one message)
+        self.members = members
+
+    def count(self) -> int:
+        return len(self.members) if self.members is not None else 1
 
     def finish(self, message_id: MessageId | None, error: BaseException | None) -> None:
+        members = self.members
+        if members is not None:
+            size = len(members)
+            for index, member in enumerate(members):
+                member_id = None
+                if message_id is not None:
+                    member_id = MessageId(message_id.partition(), message_id.ledger_id(), message_id.entry_id(),
+                                          index, size, message_id.topic)
+                member.finish(member_id, error)
+            return
         self.message_id = message_id
         self.result = error
         if self.callback is not None:
@@ -146,7 +169,9 @@ class PartitionProducer:
 
     def __init__(self, client: "Client", topic: str, partition: int, *, producer_name: str | None,
                  initial_sequence_id: int | None, send_timeout_millis: int, max_pending_messages: int,
-                 block_if_queue_full: bool, properties: dict[str, str] | None) -> None:
+                 block_if_queue_full: bool, properties: dict[str, str] | None, batching: bool = False,
+                 batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
+                 batching_max_publish_delay_ms: int = 10) -> None:
         self.client = client
         self.backend = client.backend
         self.topic = topic
@@ -169,6 +194,14 @@ class PartitionProducer:
         self._room_waiters: list[Any] = []
         self._drain_waiters: list[Any] = []
         self._timer: Any = None
+        self._waiting_messages = 0  # messages sent and not answered yet, the open batch's included
+        self.batching = batching
+        self.batch_max_messages = max(1, batching_max_messages)
+        self.batch_max_bytes = max(1, batching_max_allowed_size_in_bytes)
+        self.batch_delay = max(0.0, batching_max_publish_delay_ms / 1000.0)
+        self._open: list[tuple[_Send, bytes]] = []  # the open batch: each message's send and entry
+        self._open_bytes = 0
+        self._batch_timer: Any = None
         self.closed = False
 
     def __repr__(self) -> str:
@@ -230,46 +263,109 @@ class PartitionProducer:
 
     def send(self, payload: bytes, metadata_args: tuple, sequence_id: int | None, callback: SendCallback | None,
              wait: bool) -> _Send:
-        """Frame and queue one message; write it when connected. With wait,
-        the returned send has an event to wait on. metadata_args are
-        encode_send_frame's (properties, partition_key, event_time, extra_metadata)."""
+        """Frame and queue one message (or add it to the open batch); write
+        what is ready when connected. With wait, the returned send has an
+        event to wait on. metadata_args are encode_send_frame's (properties,
+        partition_key, event_time, extra_metadata); a message with extra
+        metadata (ordering key, delivery time, replication) is never batched."""
         max_size = self.client.max_message_size
         if len(payload) > max_size:
             raise MessageTooBig("message of %d bytes is larger than the broker's limit of %d" % (len(payload), max_size))
         event = self.backend.event() if wait else None
+        batched = self.batching and not metadata_args[3]
         while True:
             with self._lock:
                 if self.closed:
                     raise AlreadyClosed("producer closed")
-                if len(self._pending) < self.max_pending:
+                if self._waiting_messages < self.max_pending:
                     if sequence_id is None:
                         sequence_id = self._next_sequence_id
                     self._next_sequence_id = sequence_id + 1
-                    name = self._name_bytes
-                    if name is None:
-                        name = self._name_bytes = self.name.encode("utf-8")
-                    frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000), payload,
-                                              *metadata_args)
+                    self._waiting_messages += 1
                     deadline = monotonic() + self.send_timeout if self.send_timeout else 0.0
-                    send = _Send(sequence_id, frame, callback, deadline, event)
-                    self._pending.append(send)
-                    if deadline and self._timer is None:
-                        self._timer = self.backend.call_later(self.send_timeout, self._expire)
-                    link = self._link
-                    if link is not None and not link.closed:
-                        try:
-                            link.conn.queue_frames([frame])
-                        except PulsarException:
-                            link = None  # the connection closed: the send waits for the re-created producer
+                    if batched:
+                        send = _Send(sequence_id, b"", callback, deadline, event)
+                        pairs, key, event_time, _extra = metadata_args
+                        entry = encode_batch_entry(
+                            proto.batch_entry_metadata(len(payload), pairs, key, event_time, sequence_id), payload)
+                        frames = self._add_to_batch_locked(send, entry)
+                    else:
+                        frames = self._close_batch_locked()  # (the open batch goes first: order is kept)
+                        name = self._name_bytes
+                        if name is None:
+                            name = self._name_bytes = self.name.encode("utf-8")
+                        frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000),
+                                                  payload, *metadata_args)
+                        send = _Send(sequence_id, frame, callback, deadline, event)
+                        self._pending.append(send)
+                        frames.append(frame)
+                    link = self._queue_locked(frames)
                     break
                 if not self.block_if_queue_full:
-                    raise ProducerQueueIsFull("%d messages are waiting for the broker" % len(self._pending))
+                    raise ProducerQueueIsFull("%d messages are waiting for the broker" % self._waiting_messages)
                 room = self.backend.event()
                 self._room_waiters.append(room)
             room.wait(1.0)
         if link is not None:
             link.conn.flush()  # (outside the lock: see queue_frames)
         return send
+
+    def _queue_locked(self, frames: list[bytes]) -> "_ProducerLink | None":
+        """Queue frames on the live link, if any (under the lock); the link to flush after."""
+        if not frames:
+            return None
+        if self._pending and self._pending[0].deadline and self._timer is None:
+            self._timer = self.backend.call_later(max(0.001, self._pending[0].deadline - monotonic()), self._expire)
+        link = self._link
+        if link is None or link.closed:
+            return None  # the frames wait for the re-created producer
+        try:
+            link.conn.queue_frames(frames)
+        except PulsarException:
+            return None  # the connection closed: the same
+        return link
+
+    # -- batches --------------------------------------------------------------------
+
+    def _add_to_batch_locked(self, send: _Send, entry: bytes) -> list[bytes]:
+        self._open.append((send, entry))
+        self._open_bytes += len(entry)
+        if len(self._open) >= self.batch_max_messages or self._open_bytes >= self.batch_max_bytes:
+            return self._close_batch_locked()
+        if self._batch_timer is None:
+            self._batch_timer = self.backend.call_later(self.batch_delay, self._batch_due)
+        return []
+
+    def _close_batch_locked(self) -> list[bytes]:
+        """The open batch becomes one SEND frame, pending like any other (under the lock)."""
+        open_batch = self._open
+        if not open_batch:
+            return []
+        self._open = []
+        self._open_bytes = 0
+        timer, self._batch_timer = self._batch_timer, None
+        if timer is not None:
+            timer.cancel()
+        members = [send for send, _entry in open_batch]
+        count = len(members)
+        name = self._name_bytes
+        if name is None:
+            name = self._name_bytes = self.name.encode("utf-8")
+        frame = encode_send_frame(self.producer_id, members[0].sequence_id, name, int(time.time() * 1000),
+                                  b"".join(entry for _send, entry in open_batch), None, None, 0,
+                                  proto.f_uint(11, count), count)
+        self._pending.append(_Send(members[0].sequence_id, frame, None, members[0].deadline, None, members))
+        return [frame]
+
+    def _batch_due(self) -> None:
+        """The batch delay's timer (which must not block): the batch goes in a task."""
+        self.backend.spawn(self.send_open_batch)
+
+    def send_open_batch(self) -> None:
+        with self._lock:
+            link = self._queue_locked(self._close_batch_locked())
+        if link is not None:
+            link.conn.flush()
 
     def _wake(self, waiters: list[Any]) -> None:
         for waiter in waiters:
@@ -286,7 +382,8 @@ class PartitionProducer:
             else:
                 out_of_order = False
                 send = pending.popleft()
-                self.last_sequence_id = sequence_id
+                self._waiting_messages -= send.count()
+                self.last_sequence_id = send.members[-1].sequence_id if send.members else sequence_id
                 waiters = self._room_waiters + self._drain_waiters
                 self._room_waiters = []
                 self._drain_waiters = []
@@ -308,6 +405,7 @@ class PartitionProducer:
             failed = [s for s in self._pending if s.sequence_id == sequence_id]
             for send in failed:
                 self._pending.remove(send)
+                self._waiting_messages -= send.count()
             waiters = self._room_waiters + self._drain_waiters
             self._room_waiters = []
             self._drain_waiters = []
@@ -322,7 +420,9 @@ class PartitionProducer:
             self._timer = None
             expired = []
             while self._pending and self._pending[0].deadline and self._pending[0].deadline <= now:
-                expired.append(self._pending.popleft())
+                send = self._pending.popleft()
+                self._waiting_messages -= send.count()
+                expired.append(send)
             if self._pending and self._pending[0].deadline and not self.closed:
                 self._timer = self.backend.call_later(max(0.001, self._pending[0].deadline - now), self._expire)
             waiters = self._room_waiters + self._drain_waiters if expired else []
@@ -339,10 +439,12 @@ class PartitionProducer:
             send.finish(None, error)
 
     def pending_count(self) -> int:
-        return len(self._pending)
+        """Messages sent and not answered yet (the open batch's included)."""
+        return self._waiting_messages
 
     def flush(self, timeout: float | None) -> None:
-        """Wait until every send made before the call has its outcome."""
+        """Wait until every send made before the call has its outcome (the open batch goes now)."""
+        self.send_open_batch()
         with self._lock:
             if not self._pending:
                 return
@@ -370,12 +472,8 @@ class PartitionProducer:
                 return
             self.closed = True
             link, self._link = self._link, None
-            failed = list(self._pending)
-            self._pending.clear()
-            timer, self._timer = self._timer, None
+            failed = self._take_all_locked()
             waiters = self._room_waiters + self._drain_waiters
-        if timer is not None:
-            timer.cancel()
         self._wake(waiters)
         self._fail(failed, AlreadyClosed("producer closed before the broker's receipt"))
         if link is not None and not link.closed:
@@ -383,20 +481,32 @@ class PartitionProducer:
                 link.conn.request(lambda rid: proto.close_producer(self.producer_id, rid), timeout)
             except PulsarException as exc:
                 logger.debug("[%s] closing the producer on the broker: %s", self.topic, exc)
-            link.close()
+                link.close()
+            else:
+                link.close_link(AlreadyClosed("producer closed"))
+
+    def _take_all_locked(self) -> list[_Send]:
+        """Every send still waiting, the open batch's included, taken out (under the lock); timers stopped."""
+        sends = list(self._pending) + [send for send, _entry in self._open]
+        self._pending.clear()
+        self._open = []
+        self._open_bytes = 0
+        self._waiting_messages = 0
+        for name in ("_timer", "_batch_timer"):
+            timer = getattr(self, name)
+            setattr(self, name, None)
+            if timer is not None:
+                timer.cancel()
+        return sends
 
     def abort(self, error: BaseException) -> None:
         """Closed without a word to the broker (the client shut down): every send waiting fails."""
         with self._lock:
             self.closed = True
-            failed = list(self._pending)
-            self._pending.clear()
-            timer, self._timer = self._timer, None
+            failed = self._take_all_locked()
             waiters = self._room_waiters + self._drain_waiters
             self._room_waiters = []
             self._drain_waiters = []
-        if timer is not None:
-            timer.cancel()
         self._wake(waiters)
         self._fail(failed, error)
 

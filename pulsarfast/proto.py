@@ -315,6 +315,20 @@ def extra_metadata(ordering_key: bytes | None = None, replicate_to: Iterable[str
     return out
 
 
+def batch_entry_metadata(payload_size: int, properties: Iterable[tuple[bytes, bytes]] | None, partition_key: bytes | None,
+                         event_time: int, sequence_id: int) -> bytes:
+    """SingleMessageMetadata of one entry of a batch a producer builds (keys and values already UTF-8)."""
+    out = b""
+    if properties:
+        out += b"".join(f_bytes(1, f_bytes(1, key) + f_bytes(2, value)) for key, value in properties)
+    if partition_key is not None:
+        out += f_bytes(2, partition_key)
+    out += f_uint(3, payload_size)
+    if event_time:
+        out += f_uint(5, event_time)
+    return out + f_uint(8, sequence_id)
+
+
 def single_message_metadata(payload_size: int, properties: Mapping[str, str] | None = None,
                             partition_key: str | None = None, event_time: int = 0,
                             sequence_id: int | None = None, ordering_key: bytes | None = None) -> bytes:
