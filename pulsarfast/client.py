@@ -268,6 +268,8 @@ class Client:
         regex_subscription_mode: Any = None,
         dead_letter_policy: Any = None,
         crypto_failure_action: Any = None,
+        *,
+        ack_grouping_time_ms: int = 100,
     ) -> Consumer:
         """A consumer of subscription_name on one topic, a list of topics, and every partition of each."""
         self.check_usable()
@@ -286,6 +288,7 @@ class Client:
         _int_arg("receiver_queue_size", receiver_queue_size)
         _int_arg("max_total_receiver_queue_size_across_partitions", max_total_receiver_queue_size_across_partitions, 1)
         _int_arg("negative_ack_redelivery_delay_ms", negative_ack_redelivery_delay_ms)
+        _int_arg("ack_grouping_time_ms", ack_grouping_time_ms)
         if message_listener is not None and not callable(message_listener):
             raise ValueError("message_listener must be callable")
         if unacked_messages_timeout_ms:
@@ -301,7 +304,7 @@ class Client:
             consumer_name=consumer_name, negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
             initial_position=InitialPosition(initial_position), read_compacted=is_read_compacted,
             properties=properties, replicate_subscription_state=replicate_subscription_state_enabled,
-            message_listener=message_listener,
+            message_listener=message_listener, ack_grouping_time_ms=ack_grouping_time_ms,
         )
         for name in topics:
             for partition_topic, index in self._partitions_of(name):

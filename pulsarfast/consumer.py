@@ -18,7 +18,11 @@ partition's share). A TopicConsumer grants its share at subscribe, then,
 as the spec says, grants again what was read once half of its share has been
 read.
 
-Acknowledgement. Individual acks go to the partition the message came from.
+Acknowledgement. Individual acks go to the partition the message came from,
+grouped: those made within ``ack_grouping_time_ms`` (100 ms, as the official
+C++ library's default) leave in one ACK command, and any still grouped go
+before the consumer closes or, after a reconnect, right after the new
+subscribe (0 sends each at once).
 A message of a batch is acknowledged on the broker once every message of
 the batch is (the broker knows whole entries). Negative acks are sent as one
 redelivery request per partition when their delay has passed. When the
@@ -67,6 +71,8 @@ _SUB_TYPES = {
     ConsumerType.KeyShared: proto.SUB_KEY_SHARED,
 }
 _CLOSED = object()  # wakes a receive() blocked when the consumer closes
+#: message ids in one grouped ACK command at most
+ACKS_PER_COMMAND = 1000
 _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
 _CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
 
@@ -143,6 +149,8 @@ class TopicConsumer:
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
+        self._acks: list[bytes] = []  # individual acknowledgements waiting for the grouping interval
+        self._ack_timer: Any = None
         self.closed = False
         self.corrupt_messages = 0
 
@@ -181,6 +189,7 @@ class TopicConsumer:
             raise AlreadyClosed("consumer closed")
         if permits > 0:
             self._flow(link, permits)
+        self.send_acks()  # (acknowledgements made while disconnected)
         return link
 
     def link_closed(self, link: _ConsumerLink) -> None:
@@ -327,6 +336,14 @@ class TopicConsumer:
                                                                    self.partition))
 
     def _send_ack(self, ack_type: int, message_id_bytes: bytes) -> None:
+        grouping = self.owner.ack_grouping_seconds
+        if ack_type == proto.ACK_INDIVIDUAL and grouping > 0:
+            with self._lock:
+                self._acks.append(message_id_bytes)
+                if self._ack_timer is not None or self.closed:
+                    return
+                self._ack_timer = self.client.backend.call_later(grouping, self._acks_due)
+            return
         link = self._link
         if link is None or link.closed:
             return  # not connected: the broker redelivers what it did not hear acknowledged
@@ -334,6 +351,29 @@ class TopicConsumer:
             link.conn.send_command(proto.ack(self.consumer_id, ack_type, [message_id_bytes]))
         except PulsarException:
             pass
+
+    def _acks_due(self) -> None:
+        """The grouping interval's timer (which must not block): the acks go in a task."""
+        self.client.backend.spawn(self.send_acks)
+
+    def send_acks(self) -> None:
+        """Send the grouped individual acknowledgements, in one ACK command per
+        thousand; while disconnected they wait for the next subscription."""
+        with self._lock:
+            timer, self._ack_timer = self._ack_timer, None
+            link = self._link
+            if not self._acks or link is None or link.closed:
+                return
+            acks, self._acks = self._acks, []
+        if timer is not None:
+            timer.cancel()
+        try:
+            for start in range(0, len(acks), ACKS_PER_COMMAND):
+                link.conn.send_command(proto.ack(self.consumer_id, proto.ACK_INDIVIDUAL,
+                                                 acks[start:start + ACKS_PER_COMMAND]))
+        except PulsarException:
+            with self._lock:  # the connection closed: they go after the next subscribe
+                self._acks[:0] = acks
 
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
         link = self._link
@@ -357,11 +397,15 @@ class TopicConsumer:
         link.close_link()  # (the broker closed its consumer with the subscription)
 
     def close(self) -> None:
+        self.send_acks()  # (acknowledgements still grouped go before the close)
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             link = self._link
+            timer, self._ack_timer = self._ack_timer, None
+        if timer is not None:
+            timer.cancel()
         if link is not None and not link.closed:
             try:
                 link.conn.request(lambda rid: proto.close_consumer(self.consumer_id, rid),
@@ -421,7 +465,7 @@ class Consumer:
                  receiver_queue_size: int, max_total_receiver_queue_size_across_partitions: int,
                  consumer_name: str | None, negative_ack_redelivery_delay_ms: int, initial_position: InitialPosition,
                  read_compacted: bool, properties: dict[str, str] | None, replicate_subscription_state: bool,
-                 message_listener: MessageListener | None) -> None:
+                 message_listener: MessageListener | None, ack_grouping_time_ms: int = 100) -> None:
         self.client = client
         self.backend = client.backend
         self._topic_label = topic_label
@@ -435,6 +479,8 @@ class Consumer:
         self.receiver_queue_size = max(1, receiver_queue_size)
         self.max_total_queue = max(1, max_total_receiver_queue_size_across_partitions)
         self._listener = message_listener
+        #: individual acknowledgements are sent together at most this often (0: each at once)
+        self.ack_grouping_seconds = max(0, ack_grouping_time_ms) / 1000.0
         self._queue = self.backend.queue()
         self._topics: list[TopicConsumer] = []
         self._by_topic: dict[str, TopicConsumer] = {}

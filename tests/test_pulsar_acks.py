@@ -1,0 +1,91 @@
+"""Grouped acknowledgements (``ack_grouping_time_ms``, 100 ms by default):
+individual acks leave together, reach the broker within the interval, go
+before a close, and survive a reconnect; both backends, a real broker."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import pulsarfast as pulsar
+from msgengine.runtime import get_backend
+
+pytestmark = pytest.mark.timeout(150)
+
+RECEIVE_MS = 10_000
+EMPTY_MS = 500
+
+
+@pytest.fixture
+def client(pulsar_broker, backend):
+    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
+    yield client
+    client.close()
+
+
+def produce(client, topic, count):
+    producer = client.create_producer(topic)
+    for i in range(count):
+        producer.send(b"%d" % i)
+    producer.close()
+
+
+def wait_until(backend, predicate, timeout=15.0):
+    sleep = get_backend(backend).sleep
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        sleep(0.05)
+    return predicate()
+
+
+def test_grouped_acks_reach_the_broker_within_the_interval(client, pulsar_broker, pulsar_topic, backend):
+    consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest, ack_grouping_time_ms=100)
+    produce(client, pulsar_topic, 20)
+    for _ in range(20):
+        consumer.acknowledge(consumer.receive(timeout_millis=RECEIVE_MS))
+
+    def all_acknowledged():
+        sub = pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]
+        return sub["msgBacklog"] == 0 and sub.get("unackedMessages", 0) == 0
+
+    assert wait_until(backend, all_acknowledged)
+
+
+def test_grouped_acks_are_sent_before_the_consumer_closes(client, pulsar_topic):
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest,
+                                ack_grouping_time_ms=600_000)  # (only close() sends them)
+    produce(client, pulsar_topic, 20)
+    for _ in range(20):
+        consumer.acknowledge(consumer.receive(timeout_millis=RECEIVE_MS))
+    consumer.close()
+    again = client.subscribe(pulsar_topic, "sub")
+    with pytest.raises(pulsar.Timeout):
+        again.receive(timeout_millis=EMPTY_MS)
+
+
+def test_acks_made_around_a_reconnect_still_reach_the_broker(client, pulsar_broker, pulsar_topic, backend):
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest,
+                                ack_grouping_time_ms=600_000)
+    produce(client, pulsar_topic, 10)
+    received = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(10)]
+    for conn in client.broker_connections():
+        conn.close()
+    for message in received:
+        consumer.acknowledge(message)
+    assert wait_until(backend, consumer.is_connected)
+    consumer.close()
+    again = client.subscribe(pulsar_topic, "sub")
+    with pytest.raises(pulsar.Timeout):
+        again.receive(timeout_millis=EMPTY_MS)
+
+
+def test_acks_without_grouping_reach_the_broker(client, pulsar_broker, pulsar_topic, backend):
+    consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest, ack_grouping_time_ms=0)
+    produce(client, pulsar_topic, 5)
+    for _ in range(5):
+        consumer.acknowledge(consumer.receive(timeout_millis=RECEIVE_MS))
+    assert wait_until(backend, lambda: pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]["msgBacklog"] == 0)
