@@ -1,22 +1,30 @@
-"""The official ``pulsar`` module's enums, with the same member names and values."""
+"""The official ``pulsar`` module's enums, with the same member names and values
+(and the same ``str()``: ``ConsumerType.Shared``)."""
 from __future__ import annotations
 
 import enum
 
 
-class ConsumerType(enum.IntEnum):
+class OfficialEnum(enum.IntEnum):
+    """An IntEnum whose str() is ``Name.member``, as the official module's enums print."""
+
+    def __str__(self) -> str:
+        return "%s.%s" % (type(self).__name__, self.name)
+
+
+class ConsumerType(OfficialEnum):
     Exclusive = 0
     Shared = 1
     Failover = 2
     KeyShared = 3
 
 
-class InitialPosition(enum.IntEnum):
+class InitialPosition(OfficialEnum):
     Latest = 0
     Earliest = 1
 
 
-class CompressionType(enum.IntEnum):
+class CompressionType(OfficialEnum):
     NONE = 0
     LZ4 = 1
     ZLib = 2
@@ -24,13 +32,13 @@ class CompressionType(enum.IntEnum):
     SNAPPY = 4
 
 
-class PartitionsRoutingMode(enum.IntEnum):
+class PartitionsRoutingMode(OfficialEnum):
     UseSinglePartition = 0
     RoundRobinDistribution = 1
     CustomPartition = 2
 
 
-class HashingScheme(enum.IntEnum):
+class HashingScheme(OfficialEnum):
     """The C++ library's schemes (the official Python client always uses BoostHash)."""
 
     Murmur3_32Hash = 0
@@ -38,18 +46,18 @@ class HashingScheme(enum.IntEnum):
     JavaStringHash = 2
 
 
-class BatchingType(enum.IntEnum):
+class BatchingType(OfficialEnum):
     Default = 0
     KeyBased = 1
 
 
-class ProducerAccessMode(enum.IntEnum):
+class ProducerAccessMode(OfficialEnum):
     Shared = 0
     Exclusive = 1
     WaitForExclusive = 2
     ExclusiveWithFencing = 3
 
 
-class KeySharedMode(enum.IntEnum):
+class KeySharedMode(OfficialEnum):
     AutoSplit = 0
     Sticky = 1

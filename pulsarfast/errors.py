@@ -17,7 +17,10 @@ import enum
 
 
 class Result(enum.IntEnum):
-    """The outcome codes of the official client (``pulsar.Result``)."""
+    """The outcome codes of the official client (``pulsar.Result``); str() is ``Result.Ok``, as there."""
+
+    def __str__(self) -> str:
+        return "Result.%s" % self.name
 
     Ok = 0
     UnknownError = 1

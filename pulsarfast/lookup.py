@@ -7,11 +7,11 @@ partitioned). ``Lookup.broker_for(topic)`` returns where the topic lives as
 answers (passing on their ``authoritative`` flag) until a Connect answer, and
 when the answer says ``proxy_through_service_url`` the socket goes to the
 service URL's host and CONNECT names the broker. Lookups are requests on a
-connection to one of the service URL's hosts, tried in turn.
+connection to one of the service URL's hosts: the one that answered last,
+else the next ones in turn.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 from typing import Any
 
@@ -32,18 +32,21 @@ class Lookup:
         self.service_url = service_url
         self.hosts = hosts
         self.timeout = timeout
-        self._next_host = itertools.cycle(range(len(hosts)))
+        self._current = 0  # the host lookups go to
 
     def _service_connection(self) -> Any:
-        """A connection to one of the service URL's hosts (the next one after a failure)."""
+        """A connection to one of the service URL's hosts: the one that worked
+        last, else the next ones in turn."""
         last: BaseException | None = None
         for _ in range(len(self.hosts)):
-            host = self.hosts[next(self._next_host)]
+            index = self._current
+            host = self.hosts[index]
             url = "pulsar://%s:%d" % host
             try:
                 return self.pool.get(url, host)
             except PulsarException as exc:
                 last = exc
+                self._current = (index + 1) % len(self.hosts)
                 logger.warning("cannot reach service host %s: %s", url, exc)
         assert last is not None
         raise last

@@ -291,3 +291,9 @@ def test_importing_pulsarfast_loads_neither_nsq_nor_gevent():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_enums_print_as_the_official_module_s_do():
+    assert str(pulsar.Result.Ok) == "Result.Ok" and pulsar.Result.Ok == 0
+    assert str(pulsar.ConsumerType.KeyShared) == "ConsumerType.KeyShared" and pulsar.ConsumerType.KeyShared == 3
+    assert str(pulsar.InitialPosition.Earliest) == "InitialPosition.Earliest"
