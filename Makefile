@@ -98,4 +98,4 @@ reliability: install nsq
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
-	rm -rf $(VENV) .bench-venvs build nsq/_frame.c nsq/*.so *.egg-info
+	rm -rf $(VENV) .bench-venvs build nsq/_frame.c nsq/*.so pulsarfast/_wire.c pulsarfast/*.so *.egg-info
