@@ -12,7 +12,8 @@ Clients:
   pulsarfast-gevent   pulsarfast, backend="gevent", in a process that does NOT monkey-patch
                       (like our tests run it)
   pulsarfast-threads  pulsarfast, backend="threads"
-  official            pulsar-client (C++ core), batching_enabled=False (like pulsarfast's producer)
+  pulsarfast-*-batching  the same with batching_enabled=True (the same defaults as the official client)
+  official            pulsar-client (C++ core), batching_enabled=False (its Python default, and ours)
   official-batching   pulsar-client with batching_enabled=True (defaults: 1000 msgs / 128 KiB / 10 ms);
                       its consumer then unpacks batches. No blocking-send row: with batching each
                       send() waits for the 10 ms batch timer.
@@ -73,6 +74,10 @@ CLIENTS = {
                           "label": "pulsarfast gevent (no monkey-patching)"},
     "pulsarfast-threads": {"lib": "pulsarfast", "backend": "threads", "batching": False,
                            "label": "pulsarfast threads"},
+    "pulsarfast-gevent-batching": {"lib": "pulsarfast", "backend": "gevent", "batching": True,
+                                   "label": "pulsarfast gevent, batching on"},
+    "pulsarfast-threads-batching": {"lib": "pulsarfast", "backend": "threads", "batching": True,
+                                    "label": "pulsarfast threads, batching on"},
     "official": {"lib": "official", "backend": None, "batching": False,
                  "label": "official 3.13 (batching off)"},
     "official-batching": {"lib": "official", "backend": None, "batching": True,
