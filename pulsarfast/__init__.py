@@ -16,6 +16,7 @@ Layout:
     pool.py        one connection per broker
     topics.py      topic names and service URLs
     hashing.py     partition-key hashes (the official client's BoostHash, and the others)
+    link.py        the close mechanics of a producer or consumer on one connection (what the supervisor keeps)
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code

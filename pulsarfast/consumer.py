@@ -53,6 +53,7 @@ from .errors import (
     PulsarException,
     Timeout,
 )
+from .link import SessionLink
 from .message import BatchDelivery, Message, MessageId
 from .wire import read_fields, split_batch_decoded
 
@@ -77,14 +78,12 @@ _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys
 _CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
 
 
-class _ConsumerLink:
+class _ConsumerLink(SessionLink):
     """One broker-side life of a TopicConsumer on one connection."""
 
     def __init__(self, consumer: "TopicConsumer", conn: "BrokerConnection") -> None:
+        super().__init__(conn)
         self.consumer = consumer
-        self.conn = conn
-        self._listeners: list[Callable[[Any], None]] = []
-        self.closed = False
 
     def on_message(self, event: Any) -> None:
         self.consumer.message_arrived(self, event)
@@ -95,41 +94,12 @@ class _ConsumerLink:
     def on_active_change(self, is_active: bool) -> None:
         logger.debug("[%s] consumer %s active", self.consumer.topic, "is" if is_active else "is not")
 
-    def on_closed(self, reason: BaseException) -> None:
-        self.close_link()
-
-    def add_close_listener(self, listener: Callable[[Any], None]) -> None:
-        self._listeners.append(listener)
-        if self.closed:  # (closed meanwhile, perhaps by the reading task: call it, once)
-            self._call(listener)
-
-    def _call(self, listener: Callable[[Any], None]) -> None:
-        try:
-            self._listeners.remove(listener)
-        except ValueError:
-            return  # called already
-        try:
-            listener(self)
-        except Exception:
-            logger.exception("consumer link listener raised")
-
-    def close_link(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+    def _detach(self, reason: BaseException | None) -> None:
         self.conn.unregister_consumer(self.consumer.consumer_id, self)
         self.consumer.link_closed(self)
-        for listener in list(self._listeners):
-            self._call(listener)
 
-    def close(self) -> None:
-        """Close this life of the consumer, on the broker too (without waiting for its answer)."""
-        if not self.closed and not self.conn.is_closed():
-            try:
-                self.conn.send_command(proto.close_consumer(self.consumer.consumer_id, self.conn.protocol.new_request_id()))
-            except PulsarException:
-                pass
-        self.close_link()
+    def _close_command(self, request_id: int) -> bytes:
+        return proto.close_consumer(self.consumer.consumer_id, request_id)
 
 
 class TopicConsumer:

@@ -52,6 +52,7 @@ from .errors import (
     result_of,
 )
 from .hashing import partition_for_key
+from .link import SessionLink
 from .message import Message, MessageId
 from .wire import encode_batch_entry, encode_send_frame
 
@@ -110,16 +111,14 @@ class _Send:
             self.event.set()
 
 
-class _ProducerLink:
+class _ProducerLink(SessionLink):
     """One broker-side life of a PartitionProducer on one connection: what
     the connection tells (receipts, errors, close) goes to the producer; the
     supervisor re-creates the producer once this link closes."""
 
     def __init__(self, producer: "PartitionProducer", conn: "BrokerConnection") -> None:
+        super().__init__(conn)
         self.producer = producer
-        self.conn = conn
-        self._listeners: list[Callable[[Any], None]] = []
-        self.closed = False
 
     def on_receipt(self, event: Any) -> None:
         self.producer.receipt(self, event.sequence_id, event.message_id)
@@ -127,41 +126,12 @@ class _ProducerLink:
     def on_send_error(self, event: Any) -> None:
         self.producer.send_error(self, event.sequence_id, event.error)
 
-    def on_closed(self, reason: BaseException) -> None:
-        self.close_link(reason)
-
-    def add_close_listener(self, listener: Callable[[Any], None]) -> None:
-        self._listeners.append(listener)
-        if self.closed:  # (closed meanwhile, perhaps by the reading task: call it, once)
-            self._call(listener)
-
-    def _call(self, listener: Callable[[Any], None]) -> None:
-        try:
-            self._listeners.remove(listener)
-        except ValueError:
-            return  # called already
-        try:
-            listener(self)
-        except Exception:
-            logger.exception("producer link listener raised")
-
-    def close_link(self, reason: BaseException | None = None) -> None:
-        if self.closed:
-            return
-        self.closed = True
+    def _detach(self, reason: BaseException | None) -> None:
         self.conn.unregister_producer(self.producer.producer_id, self)
         self.producer.link_closed(self, reason)
-        for listener in list(self._listeners):
-            self._call(listener)
 
-    def close(self) -> None:
-        """Close this life of the producer, on the broker too (without waiting for its answer)."""
-        if not self.closed and not self.conn.is_closed():
-            try:
-                self.conn.send_command(proto.close_producer(self.producer.producer_id, self.conn.protocol.new_request_id()))
-            except PulsarException:
-                pass
-        self.close_link(AlreadyClosed("producer closed"))
+    def _close_command(self, request_id: int) -> bytes:
+        return proto.close_producer(self.producer.producer_id, request_id)
 
 
 class PartitionProducer:
