@@ -375,6 +375,8 @@ class Client:
         """In a forked child: forget the parent's connections and timers (they belong to the parent)."""
         self._supervisor.forget_after_fork()
         self._pool.forget_after_fork()
+        for consumer in self._consumers:
+            consumer.after_fork_in_child()
 
     def __enter__(self) -> "Client":
         return self

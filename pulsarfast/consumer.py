@@ -35,6 +35,7 @@ client does).
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import queue as _queue
 from typing import TYPE_CHECKING, Any, Callable
@@ -54,7 +55,7 @@ from .errors import (
     Timeout,
 )
 from .link import SessionLink
-from .message import BatchDelivery, Message, MessageId
+from .message import Message, MessageId, batch_messages
 from .wire import read_fields, split_batch_decoded
 
 if TYPE_CHECKING:
@@ -116,10 +117,12 @@ class TopicConsumer:
         self._link: _ConsumerLink | None = None
         self._read_since_flow = 0
         self._share = 0
+        self._flow_every = 1
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
-        self._acks: list[bytes] = []  # individual acknowledgements waiting for the grouping interval
+        #: individual acknowledgements waiting for the grouping interval
+        self._acks: collections.deque[bytes] = collections.deque()
         self._ack_timer: Any = None
         self.closed = False
         self.corrupt_messages = 0
@@ -178,6 +181,7 @@ class TopicConsumer:
         with self._lock:
             grow = share - self._share
             self._share = share
+            self._flow_every = (max(share, 1) + 1) // 2  # (permits go again once half the share was read)
             link = self._link
         if grow > 0 and link is not None and not link.closed:
             self._flow(link, grow)
@@ -189,16 +193,18 @@ class TopicConsumer:
             pass  # the connection closed: the next subscribe grants permits afresh
 
     def message_read(self) -> None:
-        """The application took one of this partition's messages from the queue."""
+        """The application took one of this partition's messages from the queue
+        (the read count reaches the flow-control record when permits go out)."""
         with self._lock:
-            self.credit.answered += 1
-            self._read_since_flow += 1
-            if self._read_since_flow * 2 < max(self._share, 1):
+            read = self._read_since_flow + 1
+            if read < self._flow_every:
+                self._read_since_flow = read
                 return
-            permits, self._read_since_flow = self._read_since_flow, 0
+            self._read_since_flow = 0
+            self.credit.answered += read
             link = self._link
         if link is not None and not link.closed:
-            self._flow(link, permits)
+            self._flow(link, read)
 
     # -- messages (on the connection's reading task) -----------------------------------------
 
@@ -250,27 +256,9 @@ class TopicConsumer:
                 event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
                 sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
             )]
-        messages = []
-        skipped = 0
-        waiting: set[int] = set()
-        delivery = BatchDelivery(waiting)
-        for index, (single, body) in enumerate(split_batch_decoded(event.payload, batch_size)):
-            (entry_properties, entry_key, _size, compacted_out, entry_event_time, entry_ordering_key,
-             entry_sequence_id, entry_null) = single
-            if compacted_out:
-                skipped += 1
-                continue
-            waiting.add(index)
-            message_id = MessageId(partition, ledger, entry, index, batch_size, topic)
-            message_id.batch = delivery
-            messages.append(Message(
-                body, message_id, topic,
-                properties=entry_properties, partition_key=entry_key, ordering_key=entry_ordering_key,
-                publish_time=publish_time, event_time=entry_event_time or event_time,
-                redelivery_count=redelivery_count, producer_name=producer_name,
-                sequence_id=entry_sequence_id if entry_sequence_id is not None else sequence_id + index,
-                schema_version=schema_version, null_value=entry_null,
-            ))
+        messages, skipped = batch_messages(
+            split_batch_decoded(event.payload, batch_size), batch_size, partition, ledger, entry, topic,
+            (publish_time, redelivery_count, producer_name, schema_version, event_time, sequence_id))
         if skipped:
             self._skip_unread(skipped)
         return messages
@@ -288,9 +276,7 @@ class TopicConsumer:
                 logger.debug("[%s] %s: a batch message's id without its delivery; not acknowledged on the broker",
                              self.topic, message_id)
                 return
-            with self._lock:
-                last = batch.acknowledge(index)
-            if not last:
+            if not batch.acknowledge(index):
                 return
         self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
 
@@ -306,13 +292,13 @@ class TopicConsumer:
                                                                    self.partition))
 
     def _send_ack(self, ack_type: int, message_id_bytes: bytes) -> None:
-        grouping = self.owner.ack_grouping_seconds
-        if ack_type == proto.ACK_INDIVIDUAL and grouping > 0:
-            with self._lock:
-                self._acks.append(message_id_bytes)
-                if self._ack_timer is not None or self.closed:
-                    return
-                self._ack_timer = self.client.backend.call_later(grouping, self._acks_due)
+        if ack_type == proto.ACK_INDIVIDUAL and self.owner.ack_grouping_seconds > 0:
+            self._acks.append(message_id_bytes)  # (a deque: appends and send_acks' pops need no lock)
+            if self._ack_timer is None:
+                with self._lock:
+                    if self._ack_timer is None and not self.closed:
+                        self._ack_timer = self.client.backend.call_later(self.owner.ack_grouping_seconds,
+                                                                         self._acks_due)
             return
         link = self._link
         if link is None or link.closed:
@@ -330,20 +316,25 @@ class TopicConsumer:
         """Send the grouped individual acknowledgements, in one ACK command per
         thousand; while disconnected they wait for the next subscription."""
         with self._lock:
-            timer, self._ack_timer = self._ack_timer, None
+            timer, self._ack_timer = self._ack_timer, None  # (before taking them: a later ack arms a new one)
             link = self._link
-            if not self._acks or link is None or link.closed:
-                return
-            acks, self._acks = self._acks, []
         if timer is not None:
             timer.cancel()
+        pending = self._acks
+        if not pending or link is None or link.closed:
+            return
+        acks = []
+        try:
+            while True:
+                acks.append(pending.popleft())
+        except IndexError:
+            pass
         try:
             for start in range(0, len(acks), ACKS_PER_COMMAND):
                 link.conn.send_command(proto.ack(self.consumer_id, proto.ACK_INDIVIDUAL,
                                                  acks[start:start + ACKS_PER_COMMAND]))
         except PulsarException:
-            with self._lock:  # the connection closed: they go after the next subscribe
-                self._acks[:0] = acks
+            pending.extendleft(reversed(acks))  # the connection closed: they go after the next subscribe
 
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
         link = self._link
@@ -451,7 +442,12 @@ class Consumer:
         self._listener = message_listener
         #: individual acknowledgements are sent together at most this often (0: each at once)
         self.ack_grouping_seconds = max(0, ack_grouping_time_ms) / 1000.0
+        #: batches arrived, each (TopicConsumer, epoch, [Message, ...]); receive() moves one at a
+        #: time into _ready, whose messages it then hands out without touching the queue
         self._queue = self.backend.queue()
+        self._ready: collections.deque[tuple[TopicConsumer, int, Message]] = collections.deque()
+        #: open and in the process that made it: receive()'s fast path may be taken
+        self._usable = True
         self._topics: list[TopicConsumer] = []
         self._by_topic: dict[str, TopicConsumer] = {}
         self._flow = FlowControl(self.receiver_queue_size)
@@ -486,9 +482,9 @@ class Consumer:
     # -- delivery (on connection reading tasks) ------------------------------------------------
 
     def deliver(self, consumer: TopicConsumer, epoch: int, messages: list[Message]) -> None:
-        put = self._queue.put
-        for message in messages:
-            put((consumer, epoch, message))
+        """A batch (or one message) arrived: one queue item, taken whole by the next receive()."""
+        if messages:
+            self._queue.put((consumer, epoch, messages))
 
     def nack_entry(self, consumer: TopicConsumer, ledger: int, entry: int) -> None:
         self._nacks.add(consumer, ledger, entry)
@@ -504,49 +500,72 @@ class Consumer:
     def consumer_name(self) -> str:
         return self.consumer_name_given or ""
 
-    @from_any_thread()
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits at most timeout_millis (then raises Timeout), or for ever."""
+        # the fast path: a message of an arrived batch is ready (no queue, no lock but the permits')
+        ready = self._ready
+        if ready and self._usable and (timeout_millis is None or type(timeout_millis) is int) \
+                and self.backend.in_backend_context():
+            try:
+                consumer, epoch, message = ready.popleft()
+            except IndexError:  # (another thread took the last one)
+                pass
+            else:
+                if epoch == consumer.epoch:
+                    consumer.message_read()
+                    return message
+        return self._receive_waiting(timeout_millis)
+
+    @from_any_thread()
+    def _receive_waiting(self, timeout_millis: int | None) -> Message:
         if self._listener is not None:
             raise InvalidConfiguration("receive() cannot be used with a message_listener")
         if timeout_millis is not None and (not isinstance(timeout_millis, int) or isinstance(timeout_millis, bool)):
             raise ValueError("Argument timeout_millis is expected to be of type 'int' and not '%s'"
                              % type(timeout_millis).__name__)
         self._check_open()
-        get = self._queue.get
         deadline = None if timeout_millis is None else monotonic() + max(0, timeout_millis) / 1000.0
         while True:
-            try:
-                item = get() if deadline is None else get(timeout=max(0.0, deadline - monotonic()))
-            except _queue.Empty:
-                raise Timeout("no message within %d ms" % timeout_millis) from None
-            if item is _CLOSED:
-                self._queue.put(_CLOSED)  # (wakes the next waiter too)
+            message = self._take(deadline)
+            if message is _CLOSED:
                 raise AlreadyClosed("consumer closed")
-            message = self._read(item)
-            if message is not None:
-                return message
+            if message is None:
+                raise Timeout("no message within %d ms" % timeout_millis)
+            return message
 
-    @staticmethod
-    def _read(item: tuple[TopicConsumer, int, Message]) -> Message | None:
-        """A queued message taken by the application (None: one of an earlier subscription, dropped)."""
-        consumer, epoch, message = item
-        if epoch != consumer.epoch:
-            return None
-        consumer.message_read()
-        return message
+    def _take(self, deadline: float | None) -> Any:
+        """The next message handed to the application: from the ready batch, else
+        the next batch from the queue (None: the deadline passed; _CLOSED: closed)."""
+        ready = self._ready
+        get = self._queue.get
+        while True:
+            try:
+                consumer, epoch, message = ready.popleft()
+            except IndexError:
+                try:
+                    item = get() if deadline is None else get(timeout=max(0.0, deadline - monotonic()))
+                except _queue.Empty:
+                    return None
+                if item is _CLOSED:
+                    self._queue.put(_CLOSED)  # (wakes the next waiter too)
+                    return _CLOSED
+                consumer, epoch, messages = item
+                if epoch == consumer.epoch:
+                    ready.extend(zip(itertools.repeat(consumer, len(messages)),
+                                     itertools.repeat(epoch, len(messages)), messages))
+                continue
+            if epoch == consumer.epoch:  # (else: one of an earlier subscription, dropped)
+                consumer.message_read()
+                return message
 
     def _run_listener(self) -> None:
         listener = self._listener
         assert listener is not None
-        get = self._queue.get
+        take = self._take
         while True:
-            item = get()
-            if item is _CLOSED:
+            message = take(None)
+            if message is _CLOSED:
                 return
-            message = self._read(item)
-            if message is None:
-                continue
             try:
                 listener(self, message)
             except Exception:
@@ -573,9 +592,18 @@ class Consumer:
             return message
         raise ValueError("expected a Message or a MessageId, not %s" % type(message).__name__)
 
-    @from_any_thread()
     def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (the broker will not deliver it again)."""
+        if not (self._usable and self.backend.in_backend_context()):
+            return self._acknowledge_checked(message)
+        message_id = message.message_id() if type(message) is Message else self._id_of(message)
+        consumer = self._by_topic.get(message_id.topic)  # (the fast path: a message this consumer received)
+        if consumer is None:
+            consumer = self._topic_consumer(message_id)
+        consumer.ack(message_id)
+
+    @from_any_thread()
+    def _acknowledge_checked(self, message: Message | MessageId) -> None:
         self._check_open()
         message_id = self._id_of(message)
         self._topic_consumer(message_id).ack(message_id)
@@ -627,17 +655,25 @@ class Consumer:
             return
         if self.client.forked():
             self.closed = True  # (the broker-side consumer is the parent's)
+            self._usable = False
             return
         self._shutdown()
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: calls take the checked path (which raises ForkedError)."""
+        self._usable = False
+        self._ready.clear()
 
     def abort(self) -> None:
         """The client shut down: blocked and later receive() calls raise AlreadyClosed."""
         self.closed = True
+        self._usable = False
         self._nacks.close()
         self._queue.put(_CLOSED)
 
     def _shutdown(self) -> None:
         self.closed = True
+        self._usable = False
         self._nacks.close()
         for consumer in self._topics:
             self.client.forget_consumer(consumer)

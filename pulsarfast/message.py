@@ -145,11 +145,15 @@ MessageId.latest = MessageId(-1, (1 << 63) - 1, (1 << 63) - 1, -1)
 
 
 class Message:
-    """A received message (the official ``pulsar.Message`` methods)."""
+    """A received message (the official ``pulsar.Message`` methods).
 
-    __slots__ = ("_data", "_properties", "_partition_key", "_ordering_key", "_publish_time", "_event_time",
-                 "_message_id", "_topic", "_redelivery_count", "_producer_name", "_sequence_id", "_schema_version",
-                 "_null_value")
+    What the producer stored per message (``SingleMessageMetadata``'s fields)
+    is kept as the decoder's tuple, and what the messages of one entry share
+    (publish time, producer, redelivery count, ...) as one tuple for the whole
+    batch: a batch of a thousand messages costs a thousand small objects, not
+    a thousand copies of its header."""
+
+    __slots__ = ("_data", "_message_id", "_topic", "_single", "_shared")
 
     def __init__(self, data: bytes, message_id: MessageId, topic: str, *, properties: dict[str, str] | None = None,
                  partition_key: str | None = None, ordering_key: bytes | None = None, publish_time: int = 0,
@@ -158,16 +162,9 @@ class Message:
         self._data = data
         self._message_id = message_id
         self._topic = topic
-        self._properties = properties if properties is not None else {}
-        self._partition_key = partition_key
-        self._ordering_key = ordering_key
-        self._publish_time = publish_time
-        self._event_time = event_time
-        self._redelivery_count = redelivery_count
-        self._producer_name = producer_name
-        self._sequence_id = sequence_id
-        self._schema_version = schema_version
-        self._null_value = null_value
+        self._single = (properties if properties is not None else {}, partition_key, len(data), False, event_time,
+                        ordering_key, sequence_id, null_value)
+        self._shared = (publish_time, redelivery_count, producer_name, schema_version, 0, 0)
 
     def data(self) -> bytes:
         """The payload, as bytes."""
@@ -178,24 +175,25 @@ class Message:
         return self._data
 
     def properties(self) -> dict[str, str]:
-        return self._properties
+        return self._single[0]
 
     def partition_key(self) -> str:
-        return self._partition_key or ""
+        return self._single[1] or ""
 
     def has_partition_key(self) -> bool:
-        return self._partition_key is not None
+        return self._single[1] is not None
 
     def ordering_key(self) -> str:
-        return self._ordering_key.decode("utf-8", "replace") if self._ordering_key else ""
+        key = self._single[5]
+        return key.decode("utf-8", "replace") if key else ""
 
     def publish_timestamp(self) -> int:
         """When the producer published it, in milliseconds since the epoch."""
-        return self._publish_time
+        return self._shared[0]
 
     def event_timestamp(self) -> int:
         """The event time the producer gave, in milliseconds since the epoch (0: none)."""
-        return self._event_time
+        return self._single[4] or self._shared[4]
 
     def message_id(self) -> MessageId:
         return self._message_id
@@ -204,23 +202,65 @@ class Message:
         return self._topic
 
     def redelivery_count(self) -> int:
-        return self._redelivery_count
+        return self._shared[1]
 
     def producer_name(self) -> str:
-        return self._producer_name
+        return self._shared[2]
 
     def sequence_id(self) -> int:
-        return self._sequence_id
+        sequence_id = self._single[6]
+        if sequence_id is None:  # (a batch entry without its own: the batch's first plus its index)
+            return self._shared[5] + self._message_id.batch_index()
+        return sequence_id
 
     def schema_version(self) -> str:
-        return self._schema_version.decode("utf-8", "replace") if self._schema_version else ""
+        version = self._shared[3]
+        return version.decode("utf-8", "replace") if version else ""
 
     def has_null_value(self) -> bool:
         """The producer sent None (a tombstone), not an empty payload."""
-        return self._null_value
+        return self._single[7]
 
     def __len__(self) -> int:
         return len(self._data)
 
     def __repr__(self) -> str:
         return "<Message %s on %s, %d bytes>" % (self._message_id, self._topic, len(self._data))
+
+
+def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partition: int, ledger: int, entry: int,
+                   topic: str, shared: tuple) -> tuple[list[Message], int]:
+    """The Messages of one batch entry, from ``wire.split_batch_decoded``'s
+    ``[(single metadata, body), ...]``, each with its own id and all sharing one
+    ``BatchDelivery``; ``shared`` is (publish_time, redelivery_count,
+    producer_name, schema_version, event_time, first sequence id). Entries the
+    broker compacted out are left out; returns (messages, how many left out).
+    The consumer's hot path: objects are filled without their constructors."""
+    waiting: set[int] = set()
+    delivery = BatchDelivery(waiting)
+    messages = []
+    append = messages.append
+    add = waiting.add
+    new = object.__new__
+    skipped = 0
+    for index, (single, body) in enumerate(entries):
+        if single[3]:  # compacted_out
+            skipped += 1
+            continue
+        add(index)
+        message_id = new(MessageId)
+        message_id._partition = partition
+        message_id._ledger_id = ledger
+        message_id._entry_id = entry
+        message_id._batch_index = index
+        message_id._batch_size = batch_size
+        message_id.topic = topic
+        message_id.batch = delivery
+        message = new(Message)
+        message._data = body
+        message._message_id = message_id
+        message._topic = topic
+        message._single = single
+        message._shared = shared
+        append(message)
+    return messages, skipped

@@ -1,0 +1,119 @@
+"""The consumer's fast path (a batch taken whole from the queue, its messages
+handed out by receive() without the queue, acknowledgements grouped without a
+lock), against a real broker on both backends: several receivers at once get
+every message exactly once, every acknowledgement reaches the broker, permits
+keep flowing past many times the receiver queue, and the fields of a batch's
+messages are each message's own."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import pulsarfast as pulsar
+from waiting import run_blocking, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+RECEIVE_MS = 10_000
+
+
+@pytest.fixture
+def client(pulsar_broker, backend):
+    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
+    yield client
+    client.close()
+
+
+def produce_batched(client, topic, count, **send_kwargs):
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=100,
+                                      block_if_queue_full=True)
+    results = []
+    for index in range(count):
+        producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result), **send_kwargs)
+    producer.flush()
+    producer.close()
+    assert results.count(pulsar.Result.Ok) == count
+    return [b"m-%d" % index for index in range(count)]
+
+
+def backlog(broker, topic, subscription):
+    return broker.topic_stats(topic)["subscriptions"][subscription]["msgBacklog"]
+
+
+def test_many_receivers_at_once_get_every_batched_message_exactly_once(client, pulsar_broker, pulsar_topic, backend):
+    consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=50)
+    bodies = produce_batched(client, pulsar_topic, 2000)
+    received: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def receive_until_timeout():
+        try:
+            while True:
+                try:
+                    message = consumer.receive(1000)
+                except pulsar.Timeout:
+                    return
+                received.append(message.data())
+                consumer.acknowledge(message)
+        except BaseException as exc:  # reported by the test, not lost in a thread
+            errors.append(exc)
+
+    if backend == "gevent":
+        import gevent
+        gevent.joinall([gevent.spawn(receive_until_timeout) for _ in range(4)], timeout=60, raise_error=True)
+    else:
+        threads = [threading.Thread(target=receive_until_timeout) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+    assert sorted(received) == sorted(bodies)  # every one, none twice (the queue is 40 times smaller)
+    consumer.close()  # (grouped acknowledgements go before the close)
+    assert wait_for(lambda: run_blocking(backend, backlog, pulsar_broker, pulsar_topic, "sub") == 0, backend, timeout=20)
+
+
+def test_a_batch_messages_fields_are_each_its_own(client, pulsar_topic):
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=60_000, producer_name="batcher")
+    results = []
+    for index in range(10):
+        producer.send_async(b"body-%d" % index, lambda result, message_id: results.append((result, message_id)),
+                            properties={"index": str(index)}, partition_key="key-%d" % index,
+                            event_timestamp=1000 + index)
+    producer.flush()
+    assert [result for result, _ in results] == [pulsar.Result.Ok] * 10
+    messages = [consumer.receive(RECEIVE_MS) for _ in range(10)]
+    for index, message in enumerate(messages):
+        assert message.data() == b"body-%d" % index
+        assert message.properties() == {"index": str(index)}
+        assert message.partition_key() == "key-%d" % index
+        assert message.event_timestamp() == 1000 + index
+        assert message.producer_name() == "batcher"
+        assert message.message_id() == results[index][1]
+        assert message.message_id().batch_index() == index
+        assert message.redelivery_count() == 0
+        assert message.publish_timestamp() > 0
+    assert [m.sequence_id() for m in messages] == list(range(messages[0].sequence_id(),
+                                                             messages[0].sequence_id() + 10))
+    producer.close()
+
+
+def test_acknowledged_batches_leave_no_backlog_after_close(client, pulsar_broker, pulsar_topic, backend):
+    consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=100)
+    bodies = produce_batched(client, pulsar_topic, 1500)
+    got = []
+    for _ in bodies:
+        message = consumer.receive(RECEIVE_MS)
+        got.append(message.data())
+        consumer.acknowledge(message)
+    assert sorted(got) == sorted(bodies)
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(300)
+    consumer.close()
+    assert wait_for(lambda: run_blocking(backend, backlog, pulsar_broker, pulsar_topic, "sub") == 0, backend, timeout=20)
