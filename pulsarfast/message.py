@@ -264,3 +264,23 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
         message._shared = shared
         append(message)
     return messages, skipped
+
+
+def batch_message_ids(entry_id: MessageId, count: int) -> list[MessageId]:
+    """The ids of a batch's count messages, from the receipt's id of its entry
+    (the producer's hot path: filled without the constructor)."""
+    new = object.__new__
+    partition, ledger, entry, topic = entry_id._partition, entry_id._ledger_id, entry_id._entry_id, entry_id.topic
+    ids = []
+    append = ids.append
+    for index in range(count):
+        message_id = new(MessageId)
+        message_id._partition = partition
+        message_id._ledger_id = ledger
+        message_id._entry_id = entry
+        message_id._batch_index = index
+        message_id._batch_size = count
+        message_id.topic = topic
+        message_id.batch = None
+        append(message_id)
+    return ids

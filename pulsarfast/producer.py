@@ -53,7 +53,7 @@ from .errors import (
 )
 from .hashing import partition_for_key
 from .link import SessionLink
-from .message import Message, MessageId
+from .message import Message, MessageId, batch_message_ids
 from .wire import encode_batch_entry, encode_send_frame
 
 if TYPE_CHECKING:
@@ -90,21 +90,22 @@ class _Send:
         return len(self.members) if self.members is not None else 1
 
     def finish(self, message_id: MessageId | None, error: BaseException | None) -> None:
+        result = result_of(error)
         members = self.members
-        if members is not None:
-            size = len(members)
-            for index, member in enumerate(members):
-                member_id = None
-                if message_id is not None:
-                    member_id = MessageId(message_id.partition(), message_id.ledger_id(), message_id.entry_id(),
-                                          index, size, message_id.topic)
-                member.finish(member_id, error)
+        if members is None:
+            self.resolve(result, message_id, error)
             return
+        ids = batch_message_ids(message_id, len(members)) if message_id is not None else [None] * len(members)
+        for member, member_id in zip(members, ids):
+            member.resolve(result, member_id, error)
+
+    def resolve(self, result: Result, message_id: MessageId | None, error: BaseException | None) -> None:
         self.message_id = message_id
         self.result = error
-        if self.callback is not None:
+        callback = self.callback
+        if callback is not None:
             try:
-                self.callback(result_of(error), message_id)
+                callback(result, message_id)
             except Exception:
                 logger.exception("send_async callback raised")
         if self.event is not None:
@@ -539,13 +540,16 @@ class Producer:
                    disable_replication: bool = False, event_timestamp: int | None = None,
                    deliver_at: int | None = None, deliver_after: datetime.timedelta | None = None) -> None:
         """Publish without waiting: ``callback(result, message_id)`` once the broker answers
-        (``Result.Ok`` and the id, or an error code and None)."""
-        if not callable(callback):
-            raise ValueError("callback must be callable, not %r" % (callback,))
+        (``Result.Ok`` and the id, or an error code and None). ``callback=None``, as
+        the official client allows, asks for no outcome (flush() still waits for it)."""
+        if callback is not None and not callable(callback):
+            raise ValueError("callback must be callable or None, not %r" % (callback,))
         try:
             self._send(content, callback, False, properties, partition_key, ordering_key, sequence_id,
                        replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after)
         except PulsarException as exc:
+            if callback is None:
+                raise
             callback(exc.result, None)
 
     @from_any_thread()
@@ -596,14 +600,18 @@ class Producer:
             payload = bytes(content)
         else:
             raise TypeError("content must be bytes (a producer without a schema), not %s" % type(content).__name__)
-        _check_type("properties", properties, dict, "dict")
-        _check_type("partition_key", partition_key, str, "str")
-        _check_type("ordering_key", ordering_key, str, "str")
-        _check_type("sequence_id", sequence_id, int, "int")
-        _check_type("replication_clusters", replication_clusters, list, "list")
-        _check_type("event_timestamp", event_timestamp, int, "int")
-        _check_type("deliver_at", deliver_at, int, "int")
-        _check_type("deliver_after", deliver_after, datetime.timedelta, "timedelta")
+        if properties is not None or partition_key is not None or sequence_id is not None \
+                or event_timestamp is not None:  # (the common send has none of them)
+            _check_type("properties", properties, dict, "dict")
+            _check_type("partition_key", partition_key, str, "str")
+            _check_type("sequence_id", sequence_id, int, "int")
+            _check_type("event_timestamp", event_timestamp, int, "int")
+        if ordering_key is not None or replication_clusters is not None or deliver_at is not None \
+                or deliver_after is not None:
+            _check_type("ordering_key", ordering_key, str, "str")
+            _check_type("replication_clusters", replication_clusters, list, "list")
+            _check_type("deliver_at", deliver_at, int, "int")
+            _check_type("deliver_after", deliver_after, datetime.timedelta, "timedelta")
         pairs = [(str(k).encode("utf-8"), str(v).encode("utf-8")) for k, v in properties.items()] if properties else None
         extra = b""
         if ordering_key or disable_replication or replication_clusters or deliver_after or deliver_at or content is None:

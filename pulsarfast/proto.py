@@ -323,10 +323,10 @@ def batch_entry_metadata(payload_size: int, properties: Iterable[tuple[bytes, by
         out += b"".join(f_bytes(1, f_bytes(1, key) + f_bytes(2, value)) for key, value in properties)
     if partition_key is not None:
         out += f_bytes(2, partition_key)
-    out += f_uint(3, payload_size)
+    out += b"\x18" + varint(payload_size)  # (field 3, varint: the keys written out on the producer's hot path)
     if event_time:
         out += f_uint(5, event_time)
-    return out + f_uint(8, sequence_id)
+    return out + b"\x40" + varint(sequence_id)  # (field 8, varint)
 
 
 def single_message_metadata(payload_size: int, properties: Mapping[str, str] | None = None,

@@ -117,3 +117,18 @@ def test_acknowledged_batches_leave_no_backlog_after_close(client, pulsar_broker
         consumer.receive(300)
     consumer.close()
     assert wait_for(lambda: run_blocking(backend, backlog, pulsar_broker, pulsar_topic, "sub") == 0, backend, timeout=20)
+
+
+def test_send_async_without_a_callback_is_sent_and_flush_waits_for_it(client, pulsar_topic):
+    """The official client accepts callback=None; the message still goes, and flush() waits for its receipt."""
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    for batching in (False, True):
+        producer = client.create_producer(pulsar_topic, batching_enabled=batching)
+        producer.send_async(b"no-callback-%d" % batching, None)
+        producer.flush()
+        producer.close()
+    assert sorted(consumer.receive(RECEIVE_MS).data() for _ in range(2)) == [b"no-callback-0", b"no-callback-1"]
+    producer = client.create_producer(pulsar_topic)
+    with pytest.raises(ValueError):
+        producer.send_async(b"x", "not callable")
+    producer.close()
