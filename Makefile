@@ -42,20 +42,23 @@ demo: install nsq
 
 # Side by side against pynsq, gnsq, go-nsq and nsq's bench_reader/bench_writer on
 # real nsqd (peers go into .bench-venvs/): results in benchmarks/results/ and the
-# README's benchmark section, with nsq.spark's sink and source rates.
+# README's benchmark section, with nsq.spark's sink and source rates and pulsarfast beside
+# the official Pulsar client (benchmarks/pulsar_quick.py, the same as `make bench-pulsar`).
 # `make bench BENCH_ARGS=--quick SPARK_BENCH_ARGS="--sink-rows 100000 --source-messages 30000"`
 # is a smoke run.
 BENCH_ARGS ?=
 SPARK_BENCH_ARGS ?=
-bench: install nsq
+bench: install nsq pulsar
 	PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
+	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
 	$(PY) benchmarks/update_readme.py
 
 # pulsarfast beside the official pulsar-client (3.13) on one real Pulsar broker:
-# produce (send_async + flush), consume (receive + acknowledge) and blocking send,
-# counts checked against the broker; results in benchmarks/results/pulsar_quick.json.
+# produce (send_async + flush), consume (receive + acknowledge), blocking send and
+# the gevent ticker, counts checked against the broker, the targets' ratios; results in
+# benchmarks/results/pulsar_quick.json (make bench runs it too and puts it in the README).
 # `make bench-pulsar PULSAR_BENCH_ARGS=--quick` is a smoke run.
 PULSAR_BENCH_ARGS ?=
 bench-pulsar: install pulsar

@@ -7,6 +7,8 @@ tests' C1-only settings), then for each client, in its own subprocess, on fresh 
   consume   the same N from a Shared subscription (Earliest) made before producing,
             receive() + acknowledge() one by one                       (timed: first receive .. last ack)
   send      M messages with a blocking send() one at a time            (timed: first send .. last returns)
+  ticker    (gevent only) a greenlet ticking every 100 ms while the main greenlet waits 2 s in
+            receive() on an empty topic: how many times it ran (the hub was free to run it)
 
 Clients:
   pulsarfast-gevent   pulsarfast, backend="gevent", in a process that does NOT monkey-patch
@@ -83,7 +85,18 @@ CLIENTS = {
     "official-batching": {"lib": "official", "backend": None, "batching": True,
                           "label": "official 3.13 (batching on)"},
 }
-WORKLOADS = ("produce", "consume", "send")
+WORKLOADS = ("produce", "consume", "send", "ticker")
+#: the clients whose process runs the gevent ticker workload (a gevent program's view of the client)
+TICKER_CLIENTS = ("pulsarfast-gevent", "official")
+TICK_SECONDS = 0.1
+TICKER_RECEIVE_MS = 2000
+#: (what, workload, our clients, the official client's row, the ratio to reach)
+TARGETS = (
+    ("produce, batching, send_async + flush", "produce",
+     ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.0),
+    ("consume, receive + acknowledge (batched backlog)", "consume",
+     ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.5),
+)
 PAYLOAD_SIZE = 100
 SUBSCRIPTION = "bench"
 
@@ -233,6 +246,9 @@ def child_main(cfg: dict) -> dict:
                 consumer.close()  # (the official client sends its grouped acks here)
                 out["workloads"]["consume"] = result
 
+        if "ticker" in cfg["workloads"]:
+            out["workloads"]["ticker"] = ticker_workload(pulsar, client, cfg["topic_ticker"])
+
         if "send" in cfg["workloads"]:
             m = cfg["send_messages"]
             bodies = payloads(m, b"s")
@@ -254,6 +270,36 @@ def child_main(cfg: dict) -> dict:
     finally:
         client.close()
     return out
+
+
+def ticker_workload(pulsar, client, topic: str) -> dict:
+    """A 100 ms ticker greenlet beside a 2 s receive() on an empty topic: its ticks."""
+    import gevent
+
+    ticks = [0]
+
+    def ticker():
+        while True:
+            gevent.sleep(TICK_SECONDS)
+            ticks[0] += 1
+
+    consumer = client.subscribe(topic, SUBSCRIPTION)
+    greenlet = gevent.spawn(ticker)
+    gevent.sleep(0)  # (the ticker starts)
+    began = time.perf_counter()
+    error = None
+    try:
+        consumer.receive(TICKER_RECEIVE_MS)
+        error = "a message arrived on an empty topic"
+    except pulsar.Timeout:
+        pass
+    waited = time.perf_counter() - began
+    counted = ticks[0]
+    greenlet.kill()
+    consumer.close()
+    return {"ticks": counted, "waited_s": waited, "count": 1, "seconds": waited, "rate": None,
+            "client_cpu_us_per_msg": None, "broker_cpu_us_per_msg": None, "other_cpu_pct": None,
+            "error": error}
 
 
 # --------------------------------------------------------------------------- parent
@@ -315,6 +361,9 @@ def check_run(broker, cfg: dict, result: dict) -> None:
         if backlog != 0:
             fails.append(f"subscription backlog {backlog} after the consumer closed")
         r["checks"] = fails
+    if "ticker" in w:
+        r = w["ticker"]
+        r["checks"] = [r["error"]] if r["error"] else []
     if "send" in w:
         fails = []
         r = w["send"]
@@ -359,29 +408,87 @@ def summarize(runs: list, clients: list) -> list:
                 "client_cpu_us_per_msg": median([res["client_cpu_us_per_msg"] for res in results]),
                 "broker_cpu_us_per_msg": median([res["broker_cpu_us_per_msg"] for res in results]),
                 "other_cpu_pct": median([res.get("other_cpu_pct") for res in results]),
+                "ticks": median([res.get("ticks") for res in results]),
                 "ok": not fails,
                 "failures": fails,
             })
     return rows
 
 
-def markdown(rows: list, meta: dict) -> str:
-    lines = [
-        f"Pulsar {meta['pulsar_version']} standalone, {meta['messages']:,} × {PAYLOAD_SIZE} B messages "
-        f"(blocking send: {meta['send_messages']:,}), median of {meta['runs']} run(s); "
-        f"{meta['cpus']} CPUs, load before {meta['loadavg_before']}; broker config: "
-        f"{', '.join(f'{k}={v}' for k, v in meta['broker_config'].items()) or 'tests/pulsar_broker.py defaults'}",
-        "",
-        "| client | workload | msgs/s | runs (msgs/s) | client CPU µs/msg | broker CPU µs/msg | other procs CPU % | check |",
-        "|---|---|---:|---|---:|---:|---:|---|",
-    ]
+def _row(rows: list, client: str, workload: str) -> dict | None:
     for row in rows:
-        runs = ", ".join(f"{r:,.0f}" for r in row["rates"])
-        check = "ok" if row["ok"] else "FAIL: " + "; ".join(row["failures"])
-        lines.append(f"| {row['label']} | {row['workload']} | {fmt(row['rate'], ',.0f')} | {runs} | "
-                     f"{fmt(row['client_cpu_us_per_msg'], '.1f')} | {fmt(row['broker_cpu_us_per_msg'], '.1f')} | "
-                     f"{fmt(row['other_cpu_pct'], '.0f')} | "
-                     f"{check} |")
+        if row["client"] == client and row["workload"] == workload:
+            return row
+    return None
+
+
+def targets(rows: list) -> list:
+    """The issue's targets: each of our clients' median rate over the official client's, same run."""
+    out = []
+    for what, workload, ours, official, goal in TARGETS:
+        reference = _row(rows, official, workload)
+        for client in ours:
+            row = _row(rows, client, workload)
+            if row is None or reference is None:
+                continue
+            ratio = row["rate"] / reference["rate"] if row["rate"] and reference["rate"] else None
+            out.append({"what": what, "client": client, "label": row["label"], "official": reference["label"],
+                        "ratio": ratio, "goal": goal, "checks_ok": row["ok"] and reference["ok"],
+                        "pass": ratio is not None and ratio >= goal and row["ok"] and reference["ok"]})
+    return out
+
+
+def markdown(rows: list, meta: dict) -> str:
+    config = ", ".join(f"{k}={v}" for k, v in meta["broker_config"].items()) or "tests/pulsar_broker.py defaults"
+    lines = [
+        f"Pulsar {meta['pulsar_version']} standalone (JVM: {' '.join(meta['broker_jvm_args'])}), "
+        f"{meta['messages']:,} × {PAYLOAD_SIZE} B messages (blocking send: {meta['send_messages']:,}), "
+        f"median of {meta['runs']} run(s), each client in its own process; {meta['cpus']} CPUs, load average "
+        f"{meta['loadavg_before']} before and {meta.get('loadavg_after', '?')} after; broker config: {config}; "
+        f"{meta['started']}.",
+        "",
+        "| client | produce msgs/s (client / broker CPU µs per msg) | consume msgs/s (client / broker) "
+        "| blocking send msgs/s | runs | check |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for name in meta["clients"]:
+        cells = []
+        label = CLIENTS[name]["label"]
+        runs = []
+        fails = []
+        for workload in ("produce", "consume", "send"):
+            row = _row(rows, name, workload)
+            if row is None:
+                cells.append("")
+                continue
+            runs.append(f"{workload[:4]} " + "/".join(f"{r / 1000:,.0f}k" for r in row["rates"] if r))
+            fails += row["failures"]
+            if workload == "send":
+                cells.append(fmt(row["rate"], ",.0f"))
+            else:
+                cells.append(f"{fmt(row['rate'], ',.0f')} ({fmt(row['client_cpu_us_per_msg'], '.1f')} / "
+                             f"{fmt(row['broker_cpu_us_per_msg'], '.1f')})")
+        check = "ok" if not fails else "FAIL: " + "; ".join(sorted(set(fails)))
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {'; '.join(runs)} | {check} |")
+    ticker = [(_row(rows, name, "ticker"), name) for name in TICKER_CLIENTS if name in meta["clients"]]
+    ticker = [(row, name) for row, name in ticker if row is not None]
+    if ticker:
+        lines += ["", f"Under gevent: ticks of a {int(TICK_SECONDS * 1000)} ms ticker greenlet during a "
+                  f"{TICKER_RECEIVE_MS / 1000:g} s `receive()` on an empty topic (the hub free meanwhile: about "
+                  f"{TICKER_RECEIVE_MS / 1000 / TICK_SECONDS:.0f})", "",
+                  "| client | ticks |", "|---|---:|"]
+        for row, name in ticker:
+            lines.append(f"| {CLIENTS[name]['label']} | {fmt(row['ticks'], '.0f')} |")
+    found = targets(rows)
+    if found:
+        lines += ["", "| target | client | measured | result |", "|---|---|---:|---|"]
+        for t in found:
+            result = "PASS" if t["pass"] else ("**FAIL** (counts)" if not t["checks_ok"] else "**FAIL**")
+            lines.append(f"| {t['what']} ≥ {t['goal']:g}× official | {t['label']} | "
+                         f"{fmt(t['ratio'], '.2f')}× | {result} |")
+    lines += ["", "CPU: utime+stime of the client process (all its threads) and of the broker JVM over the timed "
+              "part, per message. Counts checked in every run: the broker's msgInCounter, every callback Ok, every "
+              "payload received once, the subscription's backlog 0 after the consumer closed."]
     return "\n".join(lines)
 
 
@@ -467,6 +574,7 @@ def main() -> int:
                 "service_url": broker.service_url, "broker_pid": broker.pid,
                 "messages": args.messages, "send_messages": args.send_messages,
                 "topic_produce": f"pq-{name}-{tag}-{uid}-p", "topic_send": f"pq-{name}-{tag}-{uid}-s",
+                "topic_ticker": f"pq-{name}-{tag}-{uid}-t",
                 "workloads": list(workloads),
             }
 
@@ -483,7 +591,8 @@ def main() -> int:
 
         for run in range(1, args.runs + 1):
             for name in clients:
-                workloads = [w for w in WORKLOADS if not (w == "send" and CLIENTS[name]["batching"])]
+                workloads = [w for w in WORKLOADS if not (w == "send" and CLIENTS[name]["batching"])
+                             and (w != "ticker" or name in TICKER_CLIENTS)]
                 cfg = config(name, f"r{run}", workloads)
                 t = time.monotonic()
                 result = run_child(cfg, timeout)
@@ -496,6 +605,9 @@ def main() -> int:
                     parts = []
                     for w, r in result["workloads"].items():
                         bad = " FAIL" if r.get("checks") else ""
+                        if w == "ticker":
+                            parts.append(f"ticker {r['ticks']} ticks in {r['waited_s']:.1f}s{bad}")
+                            continue
                         parts.append(f"{w} {r['rate']:,.0f}/s (others {r['other_cpu_pct']:.0f}%){bad}")
                     print(f"run {run} {name} ({time.monotonic() - t:.1f}s): " + ", ".join(parts), flush=True)
                     if result.get("stderr_tail"):
@@ -514,7 +626,8 @@ def main() -> int:
             print(f"FAIL {row['client']} {row['workload']}: {'; '.join(row['failures'])}")
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump({"meta": meta, "summary": rows, "markdown": table, "runs": runs}, f, indent=1)
+        json.dump({"meta": meta, "summary": rows, "targets": targets(rows), "markdown": table, "runs": runs}, f,
+                  indent=1)
     print(f"\nwrote {args.json} ({meta['total_seconds']:.0f}s in all)")
     return 0 if all(row["ok"] for row in rows) else 1
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Puts the latest benchmark tables (benchmarks/results/latest.md) and chart
+# Puts the latest benchmark tables (benchmarks/results/latest.md, spark.json, pulsar_quick.json) and chart
 # into README.md, between the markers <!-- bench:start --> and <!-- bench:end -->.
 # Run by `make bench` after benchmarks/run.py. Without the markers the section
 # is appended at the end of README.md; without README.md nothing is written.
@@ -38,6 +38,16 @@ def spark_section(results_dir: str) -> str | None:
     )
 
 
+def pulsar_section(results_dir: str) -> str | None:
+    """pulsarfast beside the official client, written by benchmarks/pulsar_quick.py, if any."""
+    path = os.path.join(results_dir, "pulsar_quick.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    return "#### Pulsar (pulsarfast beside the official client, `make bench-pulsar`)\n\n" + data["markdown"]
+
+
 def section(results_dir: str, readme_dir: str) -> str:
     with open(os.path.join(results_dir, "latest.md")) as f:
         body = f.read().strip()
@@ -45,6 +55,9 @@ def section(results_dir: str, readme_dir: str) -> str:
     spark = spark_section(results_dir)
     if spark:
         parts.append(spark)
+    pulsar = pulsar_section(results_dir)
+    if pulsar:
+        parts.append(pulsar)
     png = os.path.join(results_dir, "latest.png")
     if os.path.exists(png):
         rel = os.path.relpath(png, readme_dir).replace(os.sep, "/")

@@ -14,9 +14,11 @@ Flow control. The budget of messages a consumer may hold unread is
 ``receiver_queue_size`` for one topic, and ``min(receiver_queue_size x n,
 max_total_receiver_queue_size_across_partitions)`` over n partitions;
 ``msgengine.flow.FlowControl`` spreads it over the TopicConsumers (each
-partition's share). A TopicConsumer grants its share at subscribe, then,
-as the spec says, grants again what was read once half of its share has been
-read.
+partition's share). A TopicConsumer grants its share at subscribe, then
+grants again what was read each time a tenth of its share has been read
+(the official clients wait for half: with batches as large as the queue,
+the next one would then be asked for only halfway through the one before,
+and a fast reader waits for the broker).
 
 Acknowledgement. Individual acks go to the partition the message came from,
 grouped: those made within ``ack_grouping_time_ms`` (100 ms, as the official
@@ -75,6 +77,9 @@ _SUB_TYPES = {
 _CLOSED = object()  # wakes a receive() blocked when the consumer closes
 #: message ids in one grouped ACK command at most
 ACKS_PER_COMMAND = 1000
+#: permits go back to the broker each time this fraction of a share was read (a tenth): a batch as
+#: large as the receiver queue is then asked for while nine tenths of the one before are still unread
+FLOW_FRACTION = 10
 _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
 _CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
 
@@ -181,7 +186,7 @@ class TopicConsumer:
         with self._lock:
             grow = share - self._share
             self._share = share
-            self._flow_every = (max(share, 1) + 1) // 2  # (permits go again once half the share was read)
+            self._flow_every = max(1, share // FLOW_FRACTION)
             link = self._link
         if grow > 0 and link is not None and not link.closed:
             self._flow(link, grow)
