@@ -4,7 +4,9 @@ backend (gevent or threads, chosen as the NSQ client chooses: gevent when
 the socket module is monkey-patched, else threads, or ``backend=``), the
 connection pool (one connection per broker), lookups, the supervisor that
 re-creates producers and consumers after a broker closed them or a
-connection died, and the producer and consumer id counters.
+connection died, the producer and consumer id counters, and what every
+connection uses to secure itself: the TLS context (``pulsarfast.tls``, for
+``pulsar+ssl://``) and the authentication (``pulsarfast.auth``).
 
 A client created before ``os.fork()`` cannot be used in the child: every
 call there raises ``ForkedError`` (create a new Client in the child). The
@@ -29,7 +31,7 @@ from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
-from .tls import make_client_context
+from .tls import check_argument_types, make_client_context
 from .topics import full_topic_name, parse_service_url, partition_name
 
 logger = logging.getLogger(__name__)
@@ -76,14 +78,16 @@ class Client:
         if authentication is not None and not isinstance(authentication, Authentication):
             raise ValueError("Argument authentication is expected to be a pulsarfast Authentication (such as "
                              "pulsarfast.AuthenticationToken), not %s" % type(authentication).__name__)
-        self.use_tls = scheme == "pulsar+ssl" or bool(use_tls)
+        check_argument_types(use_tls, tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname,
+                             tls_certificate_file_path, tls_private_key_file_path)
+        self.use_tls = scheme == "pulsar+ssl" or use_tls
         self._authentication = authentication
         self._ssl_context = None
         if self.use_tls:
             client_certificate = authentication.client_certificate() if authentication is not None else None
             certificate_file, key_file = client_certificate or (tls_certificate_file_path, tls_private_key_file_path)
-            self._ssl_context = make_client_context(tls_trust_certs_file_path, bool(tls_allow_insecure_connection),
-                                                    bool(tls_validate_hostname), certificate_file, key_file)
+            self._ssl_context = make_client_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
+                                                    tls_validate_hostname, certificate_file, key_file)
         elif authentication is not None and authentication.client_certificate() is not None:
             raise InvalidConfiguration("AuthenticationTLS needs a pulsar+ssl:// service URL (or use_tls=True)")
         _int_arg("operation_timeout_seconds", operation_timeout_seconds, 1)

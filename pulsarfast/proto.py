@@ -501,7 +501,7 @@ def _command(kind: int, name: str, fields: list[tuple]) -> Schema:
 
 _command(CONNECT, "CommandConnect", [
     (1, "client_version", STR), (3, "auth_data", BYTES), (4, "protocol_version", INT), (5, "auth_method_name", STR),
-    (6, "proxy_to_broker_url", STR),
+    (6, "proxy_to_broker_url", STR), (10, "feature_flags", MSG, FEATURE_FLAGS),
 ])
 _command(CONNECTED, "CommandConnected", [
     (1, "server_version", STR), (2, "protocol_version", INT), (3, "max_message_size", INT),

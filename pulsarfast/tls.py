@@ -20,6 +20,21 @@ import ssl
 from .errors import InvalidConfiguration
 
 
+def check_argument_types(use_tls: object, trust_certs_file_path: object, allow_insecure_connection: object,
+                         validate_hostname: object, certificate_file_path: object,
+                         private_key_file_path: object) -> None:
+    """ValueError for an argument of the wrong type, as the official client checks them."""
+    for name, flag in (("use_tls", use_tls), ("tls_allow_insecure_connection", allow_insecure_connection),
+                       ("tls_validate_hostname", validate_hostname)):
+        if not isinstance(flag, bool):
+            raise ValueError("Argument %s is expected to be of type 'bool' and not '%s'" % (name, type(flag).__name__))
+    for name, path in (("tls_trust_certs_file_path", trust_certs_file_path),
+                       ("tls_certificate_file_path", certificate_file_path),
+                       ("tls_private_key_file_path", private_key_file_path)):
+        if path is not None and not isinstance(path, str):
+            raise ValueError("Argument %s is expected to be either None or of type 'str'" % name)
+
+
 def _no_password() -> str:
     # (without a callback, OpenSSL would prompt on the terminal for an encrypted key's password)
     raise InvalidConfiguration("the private key is encrypted; pulsarfast takes unencrypted keys only")
@@ -33,11 +48,6 @@ def make_client_context(
     private_key_file_path: str | None = None,
 ) -> ssl.SSLContext:
     """The context every TLS connection of one client uses; raises InvalidConfiguration."""
-    for name, value in (("tls_trust_certs_file_path", trust_certs_file_path),
-                        ("tls_certificate_file_path", certificate_file_path),
-                        ("tls_private_key_file_path", private_key_file_path)):
-        if value is not None and not isinstance(value, str):
-            raise ValueError("Argument %s is expected to be of type 'str' and not '%s'" % (name, type(value).__name__))
     try:
         context = ssl.create_default_context(cafile=trust_certs_file_path or None)
     except (OSError, ssl.SSLError) as exc:

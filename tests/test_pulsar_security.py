@@ -29,6 +29,9 @@ import pytest
 import pulsarfast as pulsar
 from certs import RSAKey, certificate_pem, make_certificate
 from msgengine.transport import TLSStream
+from pulsarfast import proto
+from pulsarfast.sansio import AuthChallenged, PulsarProtocol
+from pulsarfast.wire import encode_simple
 from pulsar_broker import PulsarBroker, require_pulsar_lib
 from servers import free_port
 from waiting import run_blocking, wait_for
@@ -473,5 +476,34 @@ def test_authentication_arguments():
             unsupported("{}")
     with pytest.raises(ValueError, match="authentication"):
         pulsar.Client("pulsar://127.0.0.1:6650", authentication="token")
+    with pytest.raises(ValueError, match="use_tls"):
+        pulsar.Client("pulsar://127.0.0.1:6650", use_tls=1)
+    with pytest.raises(ValueError, match="tls_validate_hostname"):
+        pulsar.Client("pulsar+ssl://127.0.0.1:6651", tls_validate_hostname="yes")
+    with pytest.raises(ValueError, match="tls_trust_certs_file_path"):
+        pulsar.Client("pulsar+ssl://127.0.0.1:6651", tls_trust_certs_file_path=b"/ca.pem")
     assert pulsar.AuthenticationToken(lambda: "t").auth_data() == b"t"
     assert "hidden" not in repr(pulsar.AuthenticationToken(lambda: "t"))
+
+
+def test_the_auth_commands_on_the_wire():
+
+    kind, record = proto.decode_command(proto.auth_response("token", b"fresh"))
+    assert kind == proto.AUTH_RESPONSE
+    assert (record.response.auth_method_name, record.response.auth_data) == ("token", b"fresh")
+    assert record.client_version == proto.CLIENT_VERSION and record.protocol_version == proto.PROTOCOL_VERSION
+    kind, record = proto.decode_command(proto.connect(auth_method_name="token", auth_data=b"t",
+                                                      supports_auth_refresh=True))
+    assert record.feature_flags.supports_auth_refresh is True
+    assert (record.auth_method_name, record.auth_data) == ("token", b"t")
+    assert proto.decode_command(proto.connect())[1].feature_flags is None
+    # a challenge while connecting is an event, and its answer may be queued before CONNECTED
+    protocol = PulsarProtocol(proto.connect())
+    protocol.start()
+    protocol.data_to_send()
+    challenge = proto.base_command(proto.AUTH_CHALLENGE, proto.f_str(1, "broker") + proto.f_bytes(
+        2, proto.f_str(1, "token") + proto.f_bytes(2, b"refresh")))
+    (event,) = protocol.receive_data(encode_simple(challenge))
+    assert isinstance(event, AuthChallenged) and (event.method_name, event.data) == ("token", b"refresh")
+    protocol.send_auth_response(proto.auth_response("token", b"again"))
+    assert protocol.data_to_send() == encode_simple(proto.auth_response("token", b"again"))
