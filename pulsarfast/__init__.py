@@ -17,12 +17,22 @@ Layout:
     topics.py      topic names and service URLs
     hashing.py     partition-key hashes (the official client's BoostHash, and the others)
     link.py        the close mechanics of a producer or consumer on one connection (what the supervisor keeps)
+    auth.py        AuthenticationToken, AuthenticationTLS (what CONNECT and AUTH_RESPONSE carry)
+    tls.py         the SSLContext of pulsar+ssl:// (trust file, hostname check, client certificate)
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
 """
 from __future__ import annotations
 
+from .auth import (
+    Authentication,
+    AuthenticationAthenz,
+    AuthenticationBasic,
+    AuthenticationOauth2,
+    AuthenticationTLS,
+    AuthenticationToken,
+)
 from .client import Client
 from .consumer import Consumer
 from .enums import (
@@ -56,4 +66,6 @@ __all__ = [
     "Client", "Producer", "Consumer", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
     "ForkedError", "ConsumerType", "InitialPosition", "CompressionType", "PartitionsRoutingMode", "HashingScheme",
     "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "__version__", *EXCEPTION_NAMES,
+    "Authentication", "AuthenticationToken", "AuthenticationTLS", "AuthenticationAthenz", "AuthenticationOauth2",
+    "AuthenticationBasic",
 ]

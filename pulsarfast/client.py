@@ -4,7 +4,9 @@ backend (gevent or threads, chosen as the NSQ client chooses: gevent when
 the socket module is monkey-patched, else threads, or ``backend=``), the
 connection pool (one connection per broker), lookups, the supervisor that
 re-creates producers and consumers after a broker closed them or a
-connection died, and the producer and consumer id counters.
+connection died, the producer and consumer id counters, and what every
+connection uses to secure itself: the TLS context (``pulsarfast.tls``, for
+``pulsar+ssl://``) and the authentication (``pulsarfast.auth``).
 
 A client created before ``os.fork()`` cannot be used in the child: every
 call there raises ``ForkedError`` (create a new Client in the child). The
@@ -20,6 +22,7 @@ from typing import Any
 from msgengine.runtime import Backend, fork_generation, from_any_thread, get_backend, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
+from .auth import Authentication
 from .connection import BrokerConnection
 from .consumer import Consumer, MessageListener, TopicConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
@@ -28,6 +31,7 @@ from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
+from .tls import check_argument_types, make_client_context
 from .topics import full_topic_name, parse_service_url, partition_name
 
 logger = logging.getLogger(__name__)
@@ -71,10 +75,21 @@ class Client:
             raise ValueError("Argument service_url is expected to be of type 'str' and not '%s'"
                              % type(service_url).__name__)
         scheme, hosts = parse_service_url(service_url)
-        if scheme == "pulsar+ssl" or use_tls:
-            raise InvalidConfiguration("TLS (pulsar+ssl://) is not supported by this version of pulsarfast yet")
-        if authentication is not None:
-            raise InvalidConfiguration("authentication is not supported by this version of pulsarfast yet")
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise ValueError("Argument authentication is expected to be a pulsarfast Authentication (such as "
+                             "pulsarfast.AuthenticationToken), not %s" % type(authentication).__name__)
+        check_argument_types(use_tls, tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname,
+                             tls_certificate_file_path, tls_private_key_file_path)
+        self.use_tls = scheme == "pulsar+ssl" or use_tls
+        self._authentication = authentication
+        self._ssl_context = None
+        if self.use_tls:
+            client_certificate = authentication.client_certificate() if authentication is not None else None
+            certificate_file, key_file = client_certificate or (tls_certificate_file_path, tls_private_key_file_path)
+            self._ssl_context = make_client_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
+                                                    tls_validate_hostname, certificate_file, key_file)
+        elif authentication is not None and authentication.client_certificate() is not None:
+            raise InvalidConfiguration("AuthenticationTLS needs a pulsar+ssl:// service URL (or use_tls=True)")
         _int_arg("operation_timeout_seconds", operation_timeout_seconds, 1)
         _int_arg("connection_timeout_ms", connection_timeout_ms, 1)
         _int_arg("keep_alive_interval_seconds", keep_alive_interval_seconds, 1)
@@ -85,7 +100,7 @@ class Client:
         self.keep_alive = float(keep_alive_interval_seconds)
         self.max_message_size = 5 * 1024 * 1024
         self._pool = ConnectionPool(self.backend, self._make_connection)
-        self._lookup = Lookup(self._pool, service_url, hosts, self.operation_timeout)
+        self._lookup = Lookup(self._pool, service_url, hosts, self.operation_timeout, use_tls=self.use_tls)
         self._supervisor = Supervisor(self.backend, "pulsar client", self._establish, max_reconnect_delay=30.0,
                                       reconnect_after_close=0.2)
         self._producer_ids = itertools.count()
@@ -101,7 +116,8 @@ class Client:
     def _make_connection(self, logical_url: str, address: tuple[str, int], through_proxy: bool) -> BrokerConnection:
         return BrokerConnection(self.backend, logical_url, address, connect_timeout=self.connect_timeout,
                                 keep_alive_seconds=self.keep_alive,
-                                proxy_to_broker_url=logical_url if through_proxy else None)
+                                proxy_to_broker_url=logical_url if through_proxy else None,
+                                ssl_context=self._ssl_context, authentication=self._authentication)
 
     def connection_for(self, topic: str) -> BrokerConnection:
         """The connection to the broker that serves topic (a lookup, then the shared connection)."""

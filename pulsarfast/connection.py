@@ -10,23 +10,30 @@ then looks the topic up again). The connection also sends a PING every
 ``keep_alive_seconds`` and closes itself when nothing at all came from the
 broker for twice that long (the driver's watchdog). Every producer and
 consumer on one broker shares one connection (``pulsarfast.pool``).
+
+With an ``ssl_context`` the socket runs TLS (``msgengine.transport.TLSStream``,
+handshake before CONNECT; a failed one is a ConnectError). With an
+``authentication`` (``pulsarfast.auth``) CONNECT carries its method and data,
+and an AUTH_CHALLENGE is answered with fresh data in AUTH_RESPONSE.
 """
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
 from typing import Any, Callable, Protocol
 
 from msgengine.correlator import Pending
 from msgengine.driver import Driver
 from msgengine.runtime import Backend, monotonic, on_fork_in_child
-from msgengine.transport import PlainStream
+from msgengine.transport import PlainStream, TLSStream
 
 from . import proto
-from .errors import ConnectError, ForkedError, NotConnected, PulsarException, Timeout
+from .errors import AuthenticationError, ConnectError, ForkedError, NotConnected, PulsarException, Timeout
 from .sansio import (
     ActiveConsumerChange,
     Answered,
+    AuthChallenged,
     ConnectFailed,
     Connected,
     ConsumerClosed,
@@ -87,15 +94,21 @@ class BrokerConnection(Driver):
         client_version: str = proto.CLIENT_VERSION,
         auth_method_name: str | None = None,
         auth_data: bytes | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        authentication: Any = None,
     ) -> None:
         Driver.__init__(self, backend, "broker %s (%s:%d)" % (logical_url, address[0], address[1]))
         self.logical_url = logical_url
         self.address = address
         self.connect_timeout = connect_timeout
         self.keep_alive_seconds = keep_alive_seconds
+        self.ssl_context = ssl_context
+        self.authentication = authentication
+        if authentication is not None:
+            auth_method_name, auth_data = authentication.method_name, authentication.auth_data()
         self.protocol = PulsarProtocol(
             proto.connect(client_version=client_version, auth_method_name=auth_method_name, auth_data=auth_data,
-                          proxy_to_broker_url=proxy_to_broker_url),
+                          proxy_to_broker_url=proxy_to_broker_url, supports_auth_refresh=authentication is not None),
             name=self.name,
         )
         self._producers: dict[int, ProducerSink] = {}
@@ -121,13 +134,21 @@ class BrokerConnection(Driver):
             raise ConnectError("cannot connect to %s: %s" % (self.name, exc)) from exc
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.stream = PlainStream(sock)
-            self.stream.settimeout(self.connect_timeout)
+            if self.ssl_context is None:
+                self.stream = PlainStream(sock)
+                self.stream.settimeout(self.connect_timeout)
+            else:
+                self.stream = TLSStream(sock, self.ssl_context, server_hostname=self.address[0])
+                self.stream.settimeout(self.connect_timeout)
+                self.stream.handshake()
             early = self._handshake()
         except BaseException as exc:
             self.close_now(exc)
             if isinstance(exc, PulsarException):
                 raise
+            if isinstance(exc, ssl.SSLError):
+                detail = exc.args[0] if len(exc.args) == 1 else exc  # (a one-argument SSLError prints as a tuple)
+                raise ConnectError("TLS handshake with %s failed: %s" % (self.name, detail)) from exc
             if isinstance(exc, (OSError, EOFError)):
                 raise ConnectError("handshake with %s failed: %s" % (self.name, exc)) from exc
             raise
@@ -158,6 +179,26 @@ class BrokerConnection(Driver):
                     return events[index + 1:]
                 if isinstance(event, ConnectFailed):
                     raise event.error
+                if isinstance(event, AuthChallenged):  # (an authentication in more than one step)
+                    protocol.send_auth_response(self._auth_response())
+                    self.stream.send(protocol.data_to_send())
+
+    def _auth_response(self) -> bytes:
+        """AUTH_RESPONSE with fresh data (a token function is called again);
+        raises ErrorGettingAuthenticationData, or AuthenticationError without credentials."""
+        auth = self.authentication
+        if auth is None:
+            raise AuthenticationError("the broker %s asks for credentials and this client has none" % self.name)
+        return proto.auth_response(auth.method_name, auth.auth_data())
+
+    def _refresh_credentials(self) -> None:
+        """The broker challenged a ready connection (its token expired): answer, or close."""
+        try:
+            self.command(self.protocol.send_auth_response, self._auth_response())
+            logger.debug("[%s] answered the broker's authentication challenge", self.name)
+        except PulsarException as exc:
+            logger.warning("[%s] cannot answer the broker's authentication challenge: %s", self.name, exc)
+            self.close_now(exc)
 
     def _send_ping(self) -> None:
         if self.io_stopped:
@@ -222,6 +263,8 @@ class BrokerConnection(Driver):
                 if consumer is not None:
                     logger.info("[%s] the broker closed consumer %d", self.name, event.consumer_id)
                     consumer.on_closed(NotConnected("the broker closed the consumer"))
+            elif kind is AuthChallenged:
+                self.backend.spawn(self._refresh_credentials)
             elif kind is EndOfTopic:
                 consumer = self._consumers.get(event.consumer_id)
                 if consumer is not None:

@@ -8,7 +8,8 @@ answers (passing on their ``authoritative`` flag) until a Connect answer, and
 when the answer says ``proxy_through_service_url`` the socket goes to the
 service URL's host and CONNECT names the broker. Lookups are requests on a
 connection to one of the service URL's hosts: the one that answered last,
-else the next ones in turn.
+else the next ones in turn. A client on TLS takes the answers'
+``brokerServiceUrlTls`` (a broker without one is a LookupError).
 """
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ MAX_REDIRECTS = 20
 
 
 class Lookup:
-    def __init__(self, pool: ConnectionPool, service_url: str, hosts: list[tuple[str, int]], timeout: float) -> None:
+    def __init__(self, pool: ConnectionPool, service_url: str, hosts: list[tuple[str, int]], timeout: float,
+                 use_tls: bool = False) -> None:
         self.pool = pool
+        self.use_tls = use_tls
         self.service_url = service_url
         self.hosts = hosts
         self.timeout = timeout
@@ -41,7 +44,7 @@ class Lookup:
         for _ in range(len(self.hosts)):
             index = self._current
             host = self.hosts[index]
-            url = "pulsar://%s:%d" % host
+            url = "%s://%s:%d" % ("pulsar+ssl" if self.use_tls else "pulsar", host[0], host[1])
             try:
                 return self.pool.get(url, host)
             except PulsarException as exc:
@@ -67,9 +70,9 @@ class Lookup:
                 if answer.error is not None:
                     raise from_server_error(answer.error, answer.message or "lookup of %s failed" % topic)
                 raise PulsarLookupError("lookup of %s failed: %s" % (topic, answer.message or "no answer"))
-            broker_url = answer.brokerServiceUrl
+            broker_url = answer.brokerServiceUrlTls if self.use_tls else answer.brokerServiceUrl
             if not broker_url:
-                raise PulsarLookupError("lookup of %s gave no broker URL" % topic)
+                raise PulsarLookupError("lookup of %s gave no broker URL%s" % (topic, " for TLS" if self.use_tls else ""))
             through_proxy = answer.proxy_through_service_url
             address = conn.address if through_proxy else address_of(broker_url)
             if answer.response == proto.LOOKUP_CONNECT:

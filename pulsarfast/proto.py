@@ -141,7 +141,7 @@ def message_id_data(ledger_id: int, entry_id: int, partition: int = -1, batch_in
 
 def connect(client_version: str = CLIENT_VERSION, protocol_version: int = PROTOCOL_VERSION,
             auth_method_name: str | None = None, auth_data: bytes | None = None,
-            proxy_to_broker_url: str | None = None) -> bytes:
+            proxy_to_broker_url: str | None = None, supports_auth_refresh: bool = False) -> bytes:
     body = f_str(1, client_version) + f_uint(4, protocol_version)
     if auth_method_name:
         body += f_str(5, auth_method_name)
@@ -149,7 +149,17 @@ def connect(client_version: str = CLIENT_VERSION, protocol_version: int = PROTOC
         body += f_bytes(3, auth_data)
     if proxy_to_broker_url:
         body += f_str(6, proxy_to_broker_url)
+    if supports_auth_refresh:  # FeatureFlags {supports_auth_refresh = 1}: the broker may send AUTH_CHALLENGE
+        body += f_bytes(10, f_bool(1, True))
     return base_command(CONNECT, body)
+
+
+def auth_response(auth_method_name: str, auth_data: bytes, client_version: str = CLIENT_VERSION,
+                  protocol_version: int = PROTOCOL_VERSION) -> bytes:
+    """CommandAuthResponse {client_version = 1; response = 2 (AuthData {auth_method_name = 1;
+    auth_data = 2}); protocol_version = 3}: the answer to an AUTH_CHALLENGE."""
+    response = f_str(1, auth_method_name) + f_bytes(2, auth_data)
+    return base_command(AUTH_RESPONSE, f_str(1, client_version) + f_bytes(2, response) + f_uint(3, protocol_version))
 
 
 def ping() -> bytes:
@@ -491,7 +501,7 @@ def _command(kind: int, name: str, fields: list[tuple]) -> Schema:
 
 _command(CONNECT, "CommandConnect", [
     (1, "client_version", STR), (3, "auth_data", BYTES), (4, "protocol_version", INT), (5, "auth_method_name", STR),
-    (6, "proxy_to_broker_url", STR),
+    (6, "proxy_to_broker_url", STR), (10, "feature_flags", MSG, FEATURE_FLAGS),
 ])
 _command(CONNECTED, "CommandConnected", [
     (1, "server_version", STR), (2, "protocol_version", INT), (3, "max_message_size", INT),
@@ -571,7 +581,13 @@ _command(ACTIVE_CONSUMER_CHANGE, "CommandActiveConsumerChange", [(1, "consumer_i
 _command(GET_TOPICS_OF_NAMESPACE_RESPONSE, "CommandGetTopicsOfNamespaceResponse", [
     (1, "request_id", UINT), (2, "topics", STR, "repeated"),
 ])
-_command(AUTH_CHALLENGE, "CommandAuthChallenge", [(1, "server_version", STR), (3, "protocol_version", INT)])
+AUTH_DATA = Schema("AuthData", [(1, "auth_method_name", STR), (2, "auth_data", BYTES)])
+_command(AUTH_CHALLENGE, "CommandAuthChallenge", [
+    (1, "server_version", STR), (2, "challenge", MSG, AUTH_DATA), (3, "protocol_version", INT),
+])
+_command(AUTH_RESPONSE, "CommandAuthResponse", [
+    (1, "client_version", STR), (2, "response", MSG, AUTH_DATA), (3, "protocol_version", INT),
+])
 _command(ACK_RESPONSE, "CommandAckResponse", [
     (1, "consumer_id", UINT), (4, "error", UINT, ("default", None)), (5, "message", STR), (6, "request_id", UINT),
 ])

@@ -14,7 +14,9 @@ queued for the wire. ``receive_data(bytes)`` returns events:
   consumer id (with the raw metadata and payload and whether the checksum
   matched), ``ProducerClosed`` / ``ConsumerClosed`` (the broker closed one),
   ``EndOfTopic``, ``ActiveConsumerChange``;
-- ``PingReceived`` (answer with ``pong()``).
+- ``PingReceived`` (answer with ``pong()``);
+- ``AuthChallenged``: the broker asks for fresh credentials (answer with
+  ``send_auth_response``, allowed during the handshake too).
 
 Commands are methods that queue bytes (``send_request`` for the ones the
 broker answers by request id, ``send_command`` for the others); the driver
@@ -141,6 +143,17 @@ class PingReceived:
 
 
 PING_RECEIVED = PingReceived()
+
+
+class AuthChallenged:
+    """AUTH_CHALLENGE: the broker wants fresh authentication data (its
+    ``challenge`` is the AuthData it sent: method name and data)."""
+
+    __slots__ = ("method_name", "data")
+
+    def __init__(self, method_name: str, data: bytes) -> None:
+        self.method_name = method_name
+        self.data = data
 #: what a frame may hold beyond its message: the command and the metadata
 FRAME_PADDING = 10 * 1024
 
@@ -232,6 +245,11 @@ class PulsarProtocol:
                 # frames carry a message plus its command and metadata (the broker's own padding)
                 self._decoder.max_frame_size = max(DEFAULT_MAX_FRAME_SIZE, record.max_message_size + FRAME_PADDING)
             return Connected(record.server_version, record.protocol_version, self.max_message_size)
+        if kind == proto.AUTH_CHALLENGE:
+            challenge = record.challenge
+            if challenge is None:
+                return AuthChallenged("", b"")
+            return AuthChallenged(challenge.auth_method_name, challenge.auth_data)
         if kind == proto.REACHED_END_OF_TOPIC:
             return EndOfTopic(record.consumer_id)
         if kind == proto.ACTIVE_CONSUMER_CHANGE:
@@ -279,6 +297,12 @@ class PulsarProtocol:
         self._check_open()
         self._out.extend(frames)
 
+    def send_auth_response(self, command: bytes) -> None:
+        """Queue AUTH_RESPONSE: allowed while connecting (a challenge during the handshake) and once ready."""
+        if self.state is not State.CONNECTING:
+            self._check_open()
+        self._out.append(encode_simple(command))
+
     def forget_request(self, request_id: int) -> None:
         self.requests.forget(request_id)
 
@@ -312,4 +336,5 @@ class PulsarProtocol:
 __all__ = [
     "State", "PulsarProtocol", "Connected", "ConnectFailed", "Answered", "SendReceipt", "SendError",
     "MessageReceived", "ProducerClosed", "ConsumerClosed", "EndOfTopic", "ActiveConsumerChange", "PingReceived",
+    "AuthChallenged",
 ]

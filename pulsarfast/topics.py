@@ -3,7 +3,8 @@
 A short topic name (``my-topic``) lives in ``persistent://public/default``;
 ``tenant/namespace/topic`` is persistent; a full name keeps its domain.
 Partitions of a partitioned topic are ``<topic>-partition-<n>``. Service
-URLs are ``pulsar://host[:port][,host[:port]...]`` (port 6650 by default).
+URLs are ``pulsar://host[:port][,host[:port]...]`` (port 6650 by default),
+or ``pulsar+ssl://`` for TLS (port 6651 by default).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .errors import InvalidTopicName, InvalidUrl
 
 PARTITION_SUFFIX = "-partition-"
 DEFAULT_PORT = 6650
+DEFAULT_TLS_PORT = 6651
 _DOMAINS = ("persistent", "non-persistent")
 _NAME_PART = re.compile(r"^[-=:.\w]+$")
 
@@ -69,7 +71,7 @@ def parse_service_url(url: str) -> tuple[str, list[tuple[str, int]]]:
         else:
             host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
         try:
-            port = int(port_text) if port_text else DEFAULT_PORT
+            port = int(port_text) if port_text else (DEFAULT_TLS_PORT if scheme == "pulsar+ssl" else DEFAULT_PORT)
         except ValueError:
             raise InvalidUrl("bad port in service URL %r" % (url,)) from None
         if not host or not 0 < port < 65536:

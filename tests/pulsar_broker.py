@@ -138,8 +138,10 @@ class PulsarBroker:
 
     ``PulsarBroker(config=None, jvm_args=DEFAULT_JVM_ARGS).start()`` — ``config`` entries are
     broker.conf keys that override (or add to) the defaults below, e.g.
-    ``{"authenticationEnabled": "true", ...}``. ``stop()`` (SIGTERM, SIGKILL after 15 s) removes
-    the temp dir with data and log. Every listener (binary, web, the embedded bookie) is on 127.0.0.1.
+    ``{"authenticationEnabled": "true", ...}``; ``admin_headers`` go with every admin call (such
+    a broker's admin API wants ``{"Authorization": "Bearer <token>"}``). ``stop()`` (SIGTERM,
+    SIGKILL after 15 s) removes the temp dir with data and log. Every listener (binary, web, the
+    embedded bookie) is on 127.0.0.1.
     """
 
     binary_name = "pulsar-standalone"
@@ -150,8 +152,11 @@ class PulsarBroker:
         jvm_args: Sequence[str] = DEFAULT_JVM_ARGS,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         lib_dir: Optional[str] = None,
+        admin_headers: Optional[Mapping[str, str]] = None,
     ):
         self.lib_dir = lib_dir or pulsar_lib_dir()
+        # sent with every admin call (an "Authorization" header for a broker with authentication on)
+        self.admin_headers = dict(admin_headers or {})
         self.extra_config = {str(k): str(v) for k, v in (config or {}).items()}
         self.jvm_args = [str(a) for a in jvm_args]
         self.start_timeout = start_timeout
@@ -382,7 +387,7 @@ class PulsarBroker:
     # -- admin REST API (stdlib only)
     def _call(self, method: str, path: str, body: Any = None, timeout: float = HTTP_TIMEOUT) -> Any:
         data = None
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **self.admin_headers}
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"

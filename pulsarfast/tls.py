@@ -1,0 +1,69 @@
+"""TLS for broker connections: the ``ssl.SSLContext`` a client's options
+make when the service URL is ``pulsar+ssl://`` (or ``use_tls=True``).
+
+The options are the official client's, with its defaults:
+``tls_trust_certs_file_path`` (the CAs the broker's certificate must chain
+to; None: the system's), ``tls_allow_insecure_connection`` (no verification
+at all), ``tls_validate_hostname`` (off by default: the chain is verified,
+the name in the certificate is not), and a client certificate for mutual
+TLS (``AuthenticationTLS``, else ``tls_certificate_file_path`` with
+``tls_private_key_file_path``). The socket then runs the engine's
+``msgengine.transport.TLSStream`` (OpenSSL over memory BIOs).
+
+Files are loaded when the client is made: a missing or unreadable one is an
+InvalidConfiguration then, not a failure at the first connection.
+"""
+from __future__ import annotations
+
+import ssl
+
+from .errors import InvalidConfiguration
+
+
+def check_argument_types(use_tls: object, trust_certs_file_path: object, allow_insecure_connection: object,
+                         validate_hostname: object, certificate_file_path: object,
+                         private_key_file_path: object) -> None:
+    """ValueError for an argument of the wrong type, as the official client checks them."""
+    for name, flag in (("use_tls", use_tls), ("tls_allow_insecure_connection", allow_insecure_connection),
+                       ("tls_validate_hostname", validate_hostname)):
+        if not isinstance(flag, bool):
+            raise ValueError("Argument %s is expected to be of type 'bool' and not '%s'" % (name, type(flag).__name__))
+    for name, path in (("tls_trust_certs_file_path", trust_certs_file_path),
+                       ("tls_certificate_file_path", certificate_file_path),
+                       ("tls_private_key_file_path", private_key_file_path)):
+        if path is not None and not isinstance(path, str):
+            raise ValueError("Argument %s is expected to be either None or of type 'str'" % name)
+
+
+def _no_password() -> str:
+    # (without a callback, OpenSSL would prompt on the terminal for an encrypted key's password)
+    raise InvalidConfiguration("the private key is encrypted; pulsarfast takes unencrypted keys only")
+
+
+def make_client_context(
+    trust_certs_file_path: str | None = None,
+    allow_insecure_connection: bool = False,
+    validate_hostname: bool = False,
+    certificate_file_path: str | None = None,
+    private_key_file_path: str | None = None,
+) -> ssl.SSLContext:
+    """The context every TLS connection of one client uses; raises InvalidConfiguration."""
+    try:
+        context = ssl.create_default_context(cafile=trust_certs_file_path or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidConfiguration("cannot load tls_trust_certs_file_path %r: %s" % (trust_certs_file_path, exc)) from exc
+    context.check_hostname = False
+    if allow_insecure_connection:
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.check_hostname = bool(validate_hostname)
+    if certificate_file_path or private_key_file_path:
+        if not (certificate_file_path and private_key_file_path):
+            raise InvalidConfiguration("a client certificate needs both its certificate file and its private key file")
+        try:
+            context.load_cert_chain(certificate_file_path, private_key_file_path, password=_no_password)
+        except (OSError, ssl.SSLError, InvalidConfiguration) as exc:
+            raise InvalidConfiguration("cannot load the client certificate %r (key %r): %s"
+                                       % (certificate_file_path, private_key_file_path, exc)) from exc
+    return context
