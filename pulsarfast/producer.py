@@ -22,7 +22,8 @@ the frame is then pending like any other, and its receipt gives each message
 its id (the entry's, with the message's index in the batch).
 
 With a ``compression_type``, each frame's payload (a message's, or a whole
-batch's) is compressed once, when the frame is built (``pulsarfast.compression``).
+batch's) is compressed once, when the frame is built (``pulsarfast.compression``);
+an empty message goes uncompressed.
 
 ``Producer`` routes: a message with a ``partition_key`` to the partition its
 hash gives (the official client's BoostHash by default, so keys land where
@@ -247,7 +248,9 @@ class PartitionProducer:
         max_size = self.client.max_message_size
         batched = self.batching and not metadata_args[3]
         codec = self.compression
-        if codec is not None and not batched:  # (a batch is compressed whole, when it closes)
+        # (a batch is compressed whole when it closes; an empty payload goes as it is, since the
+        # official C++ client cannot read an empty one compressed with zlib, and gains nothing)
+        if codec is not None and not batched and payload:
             pairs, key, event_time, extra = metadata_args
             metadata_args = (pairs, key, event_time, extra + proto.compression_metadata(codec.type, len(payload)))
             payload = codec.compress(payload)
