@@ -23,6 +23,7 @@ from msgengine.runtime import Backend, fork_generation, from_any_thread, get_bac
 from msgengine.supervisor import Supervisor
 
 from .auth import Authentication
+from .compression import codec_for as compression_codec
 from .connection import BrokerConnection
 from .consumer import Consumer, MessageListener, TopicConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
@@ -222,8 +223,7 @@ class Client:
             raise ValueError("Argument producer_name is expected to be of type 'str'")
         if initial_sequence_id is not None:
             _int_arg("initial_sequence_id", initial_sequence_id, -1)
-        if compression_type != CompressionType.NONE:
-            raise InvalidConfiguration("compression is not supported by this version of pulsarfast yet")
+        codec = compression_codec(compression_type)  # (ValueError; InvalidConfiguration when its library is missing)
         if chunking_enabled and batching_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together")
         if access_mode is not None and getattr(access_mode, "name", access_mode) not in ("Shared", 0):
@@ -245,7 +245,7 @@ class Client:
                               block_if_queue_full=block_if_queue_full, properties=properties,
                               batching=bool(batching_enabled), batching_max_messages=batching_max_messages,
                               batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-                              batching_max_publish_delay_ms=batching_max_publish_delay_ms)
+                              batching_max_publish_delay_ms=batching_max_publish_delay_ms, compression=codec)
             for name, index in names
         ]
         self._start(partitions, lambda p: p.close(self.operation_timeout))

@@ -5,7 +5,8 @@ more topics, and every partition of a partitioned one) over one
 A ``TopicConsumer`` owns one broker-side consumer: its consumer id (stable
 for the client's life), the subscribe parameters, and its FLOW permits. It
 turns MESSAGE frames into ``Message`` objects (unpacking batches, each entry
-with its own id; a payload whose checksum does not match is reported, not
+with its own id, after decompressing a compressed payload; a payload whose
+checksum does not match, or that does not decompress, is reported, not
 delivered, and asked again after the negative-ack delay) and hands them to
 the ``Consumer``'s one queue, which ``receive()`` and the message listener
 read.
@@ -46,6 +47,7 @@ from msgengine.flow import FlowControl, LinkCredit
 from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
+from .compression import decompress
 from .enums import ConsumerType, InitialPosition
 from .errors import (
     AlreadyClosed,
@@ -242,7 +244,7 @@ class TopicConsumer:
 
     def _unpack(self, event: Any) -> list[Message]:
         (_consumer_id, ledger, entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,
-         publish_time, properties, partition_key, event_time, batch_size, compression, _uncompressed_size,
+         publish_time, properties, partition_key, event_time, batch_size, compression, uncompressed_size,
          ordering_key, null_value, schema_version, generic) = event.fields
         if generic:
             numbers = set(read_fields(event.metadata)[::2])
@@ -250,19 +252,20 @@ class TopicConsumer:
                 raise ProtocolError("encrypted messages are not supported")
             if numbers & _CHUNK_FIELDS:
                 raise ProtocolError("chunked messages are not supported")
-        if compression:
-            raise ProtocolError("compression type %d is not supported yet" % compression)
+        payload = event.payload
+        if compression:  # (ProtocolError when it does not decompress to uncompressed_size bytes: refused)
+            payload = decompress(compression, payload, uncompressed_size)
         topic = self.topic
         partition = self.partition
         if batch_size is None:
             return [Message(
-                event.payload, MessageId(partition, ledger, entry, -1, 0, topic), topic, properties=properties,
+                payload, MessageId(partition, ledger, entry, -1, 0, topic), topic, properties=properties,
                 partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
                 event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
                 sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
             )]
         messages, skipped = batch_messages(
-            split_batch_decoded(event.payload, batch_size), batch_size, partition, ledger, entry, topic,
+            split_batch_decoded(payload, batch_size), batch_size, partition, ledger, entry, topic,
             (publish_time, redelivery_count, producer_name, schema_version, event_time, sequence_id))
         if skipped:
             self._skip_unread(skipped)

@@ -325,6 +325,12 @@ def extra_metadata(ordering_key: bytes | None = None, replicate_to: Iterable[str
     return out
 
 
+def compression_metadata(compression: int, uncompressed_size: int) -> bytes:
+    """MessageMetadata's compression and uncompressed_size, serialized, to follow the
+    other fields of a compressed payload's metadata (as extra_metadata does)."""
+    return f_uint(8, compression) + f_uint(9, uncompressed_size)
+
+
 def batch_entry_metadata(payload_size: int, properties: Iterable[tuple[bytes, bytes]] | None, partition_key: bytes | None,
                          event_time: int, sequence_id: int) -> bytes:
     """SingleMessageMetadata of one entry of a batch a producer builds (keys and values already UTF-8)."""
