@@ -28,7 +28,7 @@ from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
 from .message import MessageId
 from .pool import ConnectionPool
-from .position import is_earliest
+from .position import is_earliest, is_latest
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener, check_partitioned_start, check_reader_arguments, reader_subscription_name
 from .topics import full_topic_name, parse_service_url, partition_name
@@ -356,6 +356,12 @@ class Client:
         consumer.spread_budget()
         self._start(consumer.topic_consumers(), lambda c: c.close())
         reader.attach(consumer)
+        if start_message_id_inclusive and is_latest(start_message_id):
+            try:
+                reader.start_at_last_message()
+            except BaseException:
+                consumer.close()
+                raise
         consumer.start_listener()
         self._consumers.append(consumer)
         return reader

@@ -115,6 +115,7 @@ class TopicConsumer:
         self.credit = LinkCredit(self.consumer_id, max_credit=1 << 30)
         self._lock = self.client.backend.lock()
         self._link: _ConsumerLink | None = None
+        self._linked = self.client.backend.event()  # (set while subscribed: seek and queries wait for it)
         self._read_since_flow = 0
         self._share = 0
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
@@ -167,15 +168,37 @@ class TopicConsumer:
         if closed:  # (closed while subscribing: the broker's consumer goes too)
             link.close()
             raise AlreadyClosed("consumer closed")
+        self._linked.set()
         if permits > 0:
             self._flow(link, permits)
         self.send_acks()  # (acknowledgements made while disconnected)
+        if start is not None and start.pins_on_arrival and not self.durable:
+            self._pin_start(link, start)
         return link
+
+    def _pin_start(self, link: _ConsumerLink, start: StartPosition) -> None:
+        """The broker placed a reader's cursor (latest, a publish time): its
+        mark-delete position is where the reader stands until a message comes,
+        and where a subscription made again starts."""
+        try:
+            record = link.conn.request(lambda rid: proto.get_last_message_id(self.consumer_id, rid),
+                                       self.client.operation_timeout)
+        except PulsarException as exc:
+            logger.warning("[%s] reader position not pinned: %s", self.topic, exc)
+            return
+        mark_delete = record.consumer_mark_delete_position
+        if mark_delete is None:
+            return
+        position = StartPosition(MessageId.from_proto(mark_delete, topic=self.topic), inclusive=False)
+        with self._lock:
+            if self.start is start:
+                self.start = position
 
     def link_closed(self, link: _ConsumerLink) -> None:
         # (no lock: a failed write closes the connection, and the writer may hold it)
         if self._link is link:
             self._link = None
+            self._linked.clear()
 
     def is_connected(self) -> bool:
         link = self._link
@@ -236,7 +259,7 @@ class TopicConsumer:
         if start.entry_passed(event.ledger_id, event.entry_id):
             if self.durable:
                 self.start = None  # (a seek's target is behind: nothing more to drop)
-            elif start.is_latest:
+            elif start.pins_on_arrival:
                 with self._lock:
                     if self.start is start:
                         self.start = StartPosition(messages[0].message_id(), inclusive=True)
@@ -400,17 +423,19 @@ class TopicConsumer:
         for the broker's answer and raises on failure. The broker then closes
         this consumer, which subscribes again at the new position; messages
         queued from before the seek are dropped unread."""
-        link = self._link
-        if link is None or link.closed:
-            raise NotConnected("%s is reconnecting: cannot seek now" % self.topic)
+        link = self._subscribed_link()
         if message_id is not None:
             position: StartPosition | None = StartPosition(
                 message_id, inclusive=self.durable or self.owner.start_message_id_inclusive)
             command_id: bytes | None = message_id.to_proto()
-        else:
-            position = StartPosition(MessageId.earliest, inclusive=True) if not self.durable else None
+        else:  # (a reader: the broker keeps its subscription through the seek's disconnect)
+            position = (StartPosition(MessageId.earliest, inclusive=True, pins_on_arrival=True)
+                        if not self.durable else None)
             command_id = None
+        self.send_acks()  # (acknowledgements made before the seek reach the broker before it)
         epoch = self.epoch
+        # the broker closes the consumer (CLOSE_CONSUMER) before it answers: nothing of the
+        # old position arrives after the answer
         link.conn.request(lambda rid: proto.seek(self.consumer_id, rid, message_id=command_id,
                                                  publish_time=publish_time), self.client.operation_timeout)
         with self._lock:
@@ -418,14 +443,31 @@ class TopicConsumer:
             if self.epoch == epoch:  # (no new subscription yet: everything queued is from before the seek)
                 self.epoch += 1
 
-    def last_message_id(self) -> MessageId:
-        """The id of the topic's last message, asked of the broker (GET_LAST_MESSAGE_ID)."""
-        link = self._link
-        if link is None or link.closed:
-            raise NotConnected("%s is reconnecting" % self.topic)
+    def _subscribed_link(self) -> _ConsumerLink:
+        """The current subscription's link, waiting for a reconnect (a seek's,
+        an unload's) within the operation timeout; NotConnected after that."""
+        deadline = monotonic() + self.client.operation_timeout
+        while True:
+            link = self._link
+            if link is not None and not link.closed:
+                return link
+            if self.closed:
+                raise AlreadyClosed("consumer closed")
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise NotConnected("%s is reconnecting" % self.topic)
+            self._linked.wait(min(remaining, 0.5))
+
+    def last_message_id(self) -> tuple[MessageId, MessageId | None]:
+        """The id of the topic's last message and the subscription's mark-delete
+        position (None when the broker does not say), asked of the broker
+        (GET_LAST_MESSAGE_ID)."""
+        link = self._subscribed_link()
         record = link.conn.request(lambda rid: proto.get_last_message_id(self.consumer_id, rid),
                                    self.client.operation_timeout)
-        return MessageId.from_proto(record.last_message_id, topic=self.topic)
+        mark_delete = record.consumer_mark_delete_position
+        return (MessageId.from_proto(record.last_message_id, topic=self.topic),
+                MessageId.from_proto(mark_delete, topic=self.topic) if mark_delete is not None else None)
 
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
         link = self._link

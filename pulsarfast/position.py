@@ -12,7 +12,10 @@ itself wanted (``inclusive``). It serves two ends:
   message itself unless inclusive (``before``).
 
 ``MessageId.earliest`` and ``MessageId.latest`` are positions too; nothing
-lies before either (the broker places the cursor itself).
+lies before either (the broker places the cursor itself). A position the
+broker chose (the latest message, a publish time) is pinned to the first
+message that arrives from it (``pins_on_arrival``), so that a subscription
+made again starts there rather than at a later "latest".
 """
 from __future__ import annotations
 
@@ -29,11 +32,13 @@ def is_latest(message_id: MessageId) -> bool:
 class StartPosition:
     """A message id to start from; see the module docstring."""
 
-    __slots__ = ("message_id", "inclusive", "_bound")
+    __slots__ = ("message_id", "inclusive", "pins_on_arrival", "_bound")
 
-    def __init__(self, message_id: MessageId, inclusive: bool) -> None:
+    def __init__(self, message_id: MessageId, inclusive: bool, pins_on_arrival: bool = False) -> None:
         self.message_id = message_id
         self.inclusive = inclusive
+        #: the broker chose where the subscription starts: the first message to arrive is the position
+        self.pins_on_arrival = pins_on_arrival or is_latest(message_id)
         if is_earliest(message_id) or is_latest(message_id):
             self._bound: tuple[int, int, int] | None = None  # (nothing lies before it)
         else:
@@ -76,13 +81,19 @@ class StartPosition:
         return bound is None or (ledger, entry) > bound[:2]
 
 
-def has_after(last: MessageId, position: StartPosition | None) -> bool:
+def has_after(last: MessageId, position: StartPosition | None, mark_delete: MessageId | None) -> bool:
     """Whether the topic's last message (``last``, with its batch index when it
-    ends a batch) is one a reader at ``position`` has still to read."""
+    ends a batch) is one a reader at ``position`` has still to read; where the
+    broker chose the position (latest, a publish time) and nothing arrived
+    yet, whether it lies after the subscription's mark-delete position."""
     if last.ledger_id() < 0 or last.entry_id() < 0:
         return False  # (an empty topic)
-    if position is None or position.is_earliest:
+    if position is None:
         return True
-    if position.is_latest:
-        return False
+    if position.pins_on_arrival:
+        if mark_delete is not None:
+            return last.entry_key() > mark_delete.entry_key()
+        return not position.is_latest
+    if position.is_earliest:
+        return True
     return not position.before(last)

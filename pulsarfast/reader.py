@@ -127,9 +127,18 @@ class Reader:
         if consumer.closed:
             raise AlreadyClosed("reader closed")
         for partition in consumer.topic_consumers():
-            if has_after(partition.last_message_id(), partition.start):
+            last, mark_delete = partition.last_message_id()
+            if has_after(last, partition.start, mark_delete):
                 return True
         return False
+
+    def start_at_last_message(self) -> None:
+        """MessageId.latest with start_message_id_inclusive: read the topic's last
+        message first (as the official client does), by seeking to it."""
+        for partition in self.consumer.topic_consumers():
+            last, _mark_delete = partition.last_message_id()
+            if last.ledger_id() >= 0 and last.entry_id() >= 0:
+                partition.seek(message_id=last)
 
     def seek(self, message_id: MessageId | int) -> None:
         """Read from a message id (the message after it, or that one with

@@ -150,7 +150,7 @@ def test_has_message_available_is_true_until_the_last_message_is_read(client, pu
     latest = client.create_reader(pulsar_topic, pulsar.MessageId.latest)
     assert latest.has_message_available() is False
     producer.send(b"h-new")
-    wait_for(latest.has_message_available, client.backend)
+    assert latest.has_message_available() is True  # (whether or not it has arrived yet)
     assert latest.read_next(RECEIVE_MS).data() == b"h-new"
     assert latest.has_message_available() is False
 
@@ -165,6 +165,20 @@ def test_has_message_available_inside_a_batch(client, pulsar_topic):
     assert inside.has_message_available() is True
     assert inside.read_next(RECEIVE_MS).data() == b"b-3"
     assert inside.has_message_available() is False
+
+
+def test_reader_from_latest_inclusive_reads_the_last_message_first(client, pulsar_topic):
+    producer = client.create_producer(pulsar_topic)
+    send_all(producer, bodies_of(b"i", 3))
+    reader = client.create_reader(pulsar_topic, pulsar.MessageId.latest, start_message_id_inclusive=True)
+    assert reader.read_next(RECEIVE_MS).data() == b"i-2"
+    producer.send(b"i-3")
+    assert reader.read_next(RECEIVE_MS).data() == b"i-3"
+    assert_nothing_more(reader)
+    empty_topic = pulsar_topic + "_empty"
+    on_empty = client.create_reader(empty_topic, pulsar.MessageId.latest, start_message_id_inclusive=True)
+    client.create_producer(empty_topic).send(b"first")
+    assert on_empty.read_next(RECEIVE_MS).data() == b"first"
 
 
 def test_read_next_raises_timeout_when_nothing_comes(client, pulsar_topic):
@@ -351,7 +365,30 @@ def test_reader_seek_by_id_and_by_timestamp(client, pulsar_topic, backend, inclu
     assert_nothing_more(reader)
 
     reader.seek(boundary + 1)
+    assert reader.has_message_available() is True
     assert read_bodies(reader, 3) == later
+    assert_nothing_more(reader)
+    assert reader.has_message_available() is False
+
+    reader.seek(int(time.time() * 1000) + 60_000)  # (after every message)
+    assert reader.has_message_available() is False
+    assert_nothing_more(reader)
+
+
+def test_reader_after_a_timestamp_seek_survives_an_unload(pulsar_broker, client, pulsar_topic, backend):
+    producer = client.create_producer(pulsar_topic)
+    first = bodies_of(b"old", 3)
+    send_all(producer, first)
+    reader = client.create_reader(pulsar_topic, pulsar.MessageId.earliest)
+    boundary = max(m.publish_timestamp() for m in [reader.read_next(RECEIVE_MS) for _ in range(3)])
+    wait_past_millisecond(backend, boundary)
+    later = bodies_of(b"new", 4)
+    send_all(producer, later)
+    reader.seek(boundary + 1)
+    got = read_bodies(reader, 1)
+    run_blocking(backend, pulsar_broker.unload_topic, pulsar_topic)
+    got += read_bodies(reader, 3)
+    assert got == later
     assert_nothing_more(reader)
 
 
