@@ -427,3 +427,62 @@ def test_subscribe_initial_position_earliest_reads_old_messages_latest_does_not(
     assert latest.receive(RECEIVE_MS).data() == b"new"
     with pytest.raises(pulsar.Timeout):
         latest.receive(EMPTY_MS)
+
+
+def test_consumer_seek_on_a_partitioned_topic(pulsar_broker, client, pulsar_topic, backend):
+    run_blocking(backend, pulsar_broker.create_partitioned_topic, pulsar_topic, 3)
+    consumer = client.subscribe(pulsar_topic, "seek-parts", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(pulsar_topic)
+    bodies = bodies_of(b"sp", 9)
+    ids = send_all(producer, bodies)
+    assert len({i.partition() for i in ids}) == 3
+
+    def receive_all(count):
+        got = []
+        for _ in range(count):
+            msg = consumer.receive(RECEIVE_MS)
+            consumer.acknowledge(msg)
+            got.append(msg.data())
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(EMPTY_MS)
+        return sorted(got)
+
+    assert receive_all(9) == sorted(bodies)
+    consumer.seek(0)  # (a timestamp: every partition)
+    assert receive_all(9) == sorted(bodies)
+    # an id: its own partition, from that message on
+    partition = ids[0].partition()
+    same = [b for b, i in zip(bodies, ids) if i.partition() == partition]
+    consumer.seek(ids[0])
+    assert receive_all(len(same)) == sorted(same)
+
+
+# --------------------------------------------------------------------------- the official client's ids
+
+
+def test_ids_stored_by_the_official_client_position_our_reader(pulsar_broker, pulsar_topic, backend):
+    official = pytest.importorskip("pulsar")
+    # the official client's part first, then ours (its blocking calls would freeze gevent's hub)
+    theirs = official.Client(pulsar_broker.service_url, operation_timeout_seconds=15)
+    try:
+        producer = theirs.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=4,
+                                          batching_max_publish_delay_ms=1000)
+        for i in range(8):
+            producer.send_async(b"o-%d" % i, None)
+        producer.flush()
+        reader = theirs.create_reader(pulsar_topic, official.MessageId.earliest)
+        stored = [reader.read_next(RECEIVE_MS).message_id().serialize() for _ in range(8)]
+    finally:
+        theirs.close()
+    ours = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
+    try:
+        start = pulsar.MessageId.deserialize(stored[5])
+        assert start.batch_index() == 1
+        reader = ours.create_reader(pulsar_topic, start)
+        assert read_bodies(reader, 2) == [b"o-6", b"o-7"]
+        assert_nothing_more(reader)
+        inclusive = ours.create_reader(pulsar_topic, start, start_message_id_inclusive=True)
+        first = inclusive.read_next(RECEIVE_MS)
+        assert first.data() == b"o-5" and first.message_id().serialize() == stored[5]
+    finally:
+        ours.close()
