@@ -31,6 +31,14 @@ subscribes again and grants permits afresh; messages of the earlier
 subscription still in the queue are then dropped unread, since the broker
 delivers again, in order, everything not acknowledged (as the official
 client does).
+
+Positions. ``seek`` (a message id or a publish time) resets the
+subscription on the broker, which closes the consumer; it subscribes again
+and what was queued from before the seek is dropped unread. A reader's
+subscription (``durable=False``, reader.py) starts at a ``StartPosition``
+(position.py) and, after a reconnect, after the last message it handed out;
+what the broker delivers from before the position (the start entry comes
+whole) is dropped on arrival.
 """
 from __future__ import annotations
 
@@ -257,12 +265,10 @@ class TopicConsumer:
         if start is None:
             return messages
         if start.entry_passed(event.ledger_id, event.entry_id):
-            if self.durable:
-                self.start = None  # (a seek's target is behind: nothing more to drop)
-            elif start.pins_on_arrival:
+            if self.durable or start.pins_on_arrival:
                 with self._lock:
-                    if self.start is start:
-                        self.start = StartPosition(messages[0].message_id(), inclusive=True)
+                    if self.start is start:  # (a durable seek's target is behind: nothing more to drop)
+                        self.start = None if self.durable else StartPosition(messages[0].message_id(), inclusive=True)
             return messages
         kept = [message for message in messages if not start.before(message.message_id())]
         dropped = len(messages) - len(kept)

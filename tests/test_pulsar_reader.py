@@ -344,6 +344,9 @@ def test_seek_arguments_are_checked(client, pulsar_topic):
         consumer.seek("yesterday")
     with pytest.raises(ValueError):
         consumer.seek(-5)
+    consumer.close()
+    with pytest.raises(pulsar.AlreadyClosed):
+        consumer.seek(0)
 
 
 @pytest.mark.parametrize("inclusive", [False, True], ids=["exclusive", "inclusive"])
