@@ -72,6 +72,37 @@ def wait_past_millisecond(backend, timestamp_ms):
     wait_for(lambda: time.time() * 1000 > timestamp_ms + 1, backend)
 
 
+# --------------------------------------------------------------------------- positions (no broker)
+
+
+def test_start_position_drops_what_lies_before_it():
+    from pulsarfast.position import StartPosition, has_after
+
+    def mid(entry, index=-1):
+        return pulsar.MessageId(-1, 7, entry, index)
+
+    single = StartPosition(mid(5), inclusive=False)
+    assert [single.before(mid(e)) for e in (4, 5, 6)] == [True, True, False]
+    assert [StartPosition(mid(5), inclusive=True).before(mid(e)) for e in (4, 5, 6)] == [True, False, False]
+    in_batch = StartPosition(mid(5, 2), inclusive=False)
+    assert [in_batch.before(mid(5, i)) for i in range(5)] == [True, True, True, False, False]
+    in_batch_inclusive = StartPosition(mid(5, 2), inclusive=True)
+    assert [in_batch_inclusive.before(mid(5, i)) for i in range(5)] == [True, True, False, False, False]
+    assert not in_batch.before(mid(6, 0)) and in_batch.before(mid(4, 3))
+    for special in (pulsar.MessageId.earliest, pulsar.MessageId.latest):
+        assert not StartPosition(special, inclusive=False).before(mid(0))
+    assert StartPosition(pulsar.MessageId.latest, inclusive=False).pins_on_arrival
+    assert StartPosition(mid(5), inclusive=False).subscribe_id() == mid(5).serialize()
+
+    empty = pulsar.MessageId(-1, 7, -1, -1)
+    assert not has_after(empty, None, None)
+    assert has_after(mid(5), StartPosition(pulsar.MessageId.earliest, False), None)
+    assert not has_after(mid(5), single, None) and has_after(mid(6), single, None)
+    assert has_after(mid(5, 3), in_batch, None) and not has_after(mid(5, 2), in_batch, None)
+    latest = StartPosition(pulsar.MessageId.latest, inclusive=False)
+    assert has_after(mid(6), latest, mid(5)) and not has_after(mid(5), latest, mid(5))
+
+
 # --------------------------------------------------------------------------- message ids
 
 
@@ -257,6 +288,20 @@ def test_reader_survives_a_topic_unload_without_repeats_or_gaps(pulsar_broker, c
     assert got == bodies
     assert_nothing_more(reader)
     wait_for(reader.is_connected, backend)
+
+
+def test_reader_survives_a_dropped_connection_without_repeats_or_gaps(client, pulsar_topic, backend):
+    producer = make_producer(client, pulsar_topic, batched=True)
+    bodies = bodies_of(b"d", 20)
+    send_all(producer, bodies[:10])
+    reader = client.create_reader(pulsar_topic, pulsar.MessageId.earliest)
+    got = read_bodies(reader, 5)
+    for conn in client.broker_connections():
+        conn.close()
+    send_all(producer, bodies[10:])  # (the producer resends on its new connection)
+    got += read_bodies(reader, 15)
+    assert got == bodies
+    assert_nothing_more(reader)
 
 
 def test_reader_from_latest_keeps_what_arrived_across_an_unload(pulsar_broker, client, pulsar_topic, backend):
