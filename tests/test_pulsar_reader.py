@@ -334,6 +334,9 @@ def test_consumer_seek_to_an_earlier_id_redelivers_from_there(client, pulsar_top
         consumer.receive(EMPTY_MS)
     consumer.seek(pulsar.MessageId.earliest)
     assert consumer.receive(RECEIVE_MS).data() == bodies[0]
+    consumer.seek(pulsar.MessageId.latest)  # (the rest, queued again by now or not, is skipped)
+    producer.send(b"fresh")
+    assert consumer.receive(RECEIVE_MS).data() == b"fresh"
 
 
 def test_consumer_seek_into_a_batch_starts_at_that_message(client, pulsar_topic):
