@@ -7,7 +7,9 @@ correlation, flow control), like the ``nsq`` client, which it does not import.
 Layout:
     client.py      Client: backend, connection pool, lookups, the supervisor, ids
     producer.py    Producer (routing over partitions) and PartitionProducer (sends, receipts, resends)
-    consumer.py    Consumer (queue, acks, listener) and TopicConsumer (subscribe, permits, batches)
+    consumer.py    Consumer (queue, acks, listener, seek) and TopicConsumer (subscribe, permits, batches)
+    reader.py      Reader: a non-durable subscription from a chosen position
+    position.py    StartPosition: where a subscription starts, what before it is dropped
     connection.py  BrokerConnection: the engine's driver running the protocol object
     sansio.py      PulsarProtocol: bytes in, events out; commands in, bytes out
     proto.py       the protobuf messages, written by hand from PulsarApi.proto's field numbers
@@ -49,6 +51,7 @@ from .errors import *  # noqa: F401,F403 - the official module's exception names
 from .errors import EXCEPTION_NAMES, ForkedError, ProtocolError, PulsarException, Result
 from .message import Message, MessageId
 from .producer import Producer
+from .reader import Reader
 from .version import __version__
 
 
@@ -63,7 +66,7 @@ class BytesSchema:
 
 
 __all__ = [
-    "Client", "Producer", "Consumer", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
+    "Client", "Producer", "Consumer", "Reader", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
     "ForkedError", "ConsumerType", "InitialPosition", "CompressionType", "PartitionsRoutingMode", "HashingScheme",
     "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "__version__", *EXCEPTION_NAMES,
     "Authentication", "AuthenticationToken", "AuthenticationTLS", "AuthenticationAthenz", "AuthenticationOauth2",

@@ -30,8 +30,11 @@ from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRou
 from .errors import AlreadyClosed, ForkedError, InvalidConfiguration, PulsarException
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
+from .message import MessageId
 from .pool import ConnectionPool
+from .position import is_earliest, is_latest
 from .producer import PartitionProducer, Producer
+from .reader import Reader, ReaderListener, check_partitioned_start, check_reader_arguments, reader_subscription_name
 from .tls import check_argument_types, make_client_context
 from .topics import full_topic_name, parse_service_url, partition_name
 
@@ -330,6 +333,54 @@ class Client:
         consumer.start_listener()
         self._consumers.append(consumer)
         return consumer
+
+    @from_any_thread()
+    def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        schema: Any = None,
+        reader_listener: ReaderListener | None = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: Any = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: Any = None,
+    ) -> Reader:
+        """A reader of topic from start_message_id (MessageId.earliest, MessageId.latest or a stored id)."""
+        self.check_usable()
+        check_reader_arguments(topic, start_message_id, reader_listener, receiver_queue_size, reader_name,
+                               subscription_role_prefix, is_read_compacted, crypto_key_reader,
+                               start_message_id_inclusive, schema)
+        topic = full_topic_name(topic)
+        names = self._partitions_of(topic)
+        check_partitioned_start(topic, len(names) if names[0][1] >= 0 else 0, start_message_id)
+        reader = Reader(self)
+        consumer = Consumer(
+            self, topic, reader_subscription_name(subscription_role_prefix), consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size, max_total_receiver_queue_size_across_partitions=50000,
+            consumer_name=reader_name, negative_ack_redelivery_delay_ms=60000,
+            initial_position=InitialPosition.Earliest if is_earliest(start_message_id) else InitialPosition.Latest,
+            read_compacted=is_read_compacted, properties=None, replicate_subscription_state=False,
+            message_listener=reader.listener_for(reader_listener), durable=False,
+            start_message_id=start_message_id, start_message_id_inclusive=start_message_id_inclusive,
+        )
+        for partition_topic, index in names:
+            consumer.add_topic(partition_topic, index)
+        consumer.spread_budget()
+        self._start(consumer.topic_consumers(), lambda c: c.close())
+        reader.attach(consumer)
+        if start_message_id_inclusive and is_latest(start_message_id):
+            try:
+                reader.start_at_last_message()
+            except BaseException:
+                consumer.close()
+                raise
+        consumer.start_listener()
+        self._consumers.append(consumer)
+        return reader
 
     def _start(self, targets: list[Any], undo: Any) -> None:
         """Create each producer or consumer on its broker now (errors reach the

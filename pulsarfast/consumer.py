@@ -34,6 +34,14 @@ subscribes again and grants permits afresh; messages of the earlier
 subscription still in the queue are then dropped unread, since the broker
 delivers again, in order, everything not acknowledged (as the official
 client does).
+
+Positions. ``seek`` (a message id or a publish time) resets the
+subscription on the broker, which closes the consumer; it subscribes again
+and what was queued from before the seek is dropped unread. A reader's
+subscription (``durable=False``, reader.py) starts at a ``StartPosition``
+(position.py) and, after a reconnect, after the last message it handed out;
+what the broker delivers from before the position (the start entry comes
+whole) is dropped on arrival.
 """
 from __future__ import annotations
 
@@ -60,6 +68,7 @@ from .errors import (
 )
 from .link import SessionLink
 from .message import Message, MessageId, batch_messages
+from .position import StartPosition, is_earliest, is_latest
 from .wire import read_fields, split_batch_decoded
 
 if TYPE_CHECKING:
@@ -122,6 +131,7 @@ class TopicConsumer:
         self.credit = LinkCredit(self.consumer_id, max_credit=1 << 30)
         self._lock = self.client.backend.lock()
         self._link: _ConsumerLink | None = None
+        self._linked = self.client.backend.event()  # (set while subscribed: seek and queries wait for it)
         self._read_since_flow = 0
         self._share = 0
         self._flow_every = 1
@@ -133,6 +143,11 @@ class TopicConsumer:
         self._ack_timer: Any = None
         self.closed = False
         self.corrupt_messages = 0
+        #: False for a reader's subscription: it resumes after the last message handed out
+        self.durable = owner.durable
+        #: where a non-durable subscription (re)starts, and what delivered before it is dropped
+        #: (a reader's start, then its last message handed out; a seek's target)
+        self.start: StartPosition | None = owner.start_position
 
     def __repr__(self) -> str:
         return "<TopicConsumer %s id=%d>" % (self.topic, self.consumer_id)
@@ -145,7 +160,10 @@ class TopicConsumer:
         conn = self.client.connection_for(self.topic)
         owner = self.owner
         link = _ConsumerLink(self, conn)
-        self.epoch += 1  # (before SUBSCRIBE: what arrives from now on belongs to the new subscription)
+        with self._lock:
+            self.epoch += 1  # (before SUBSCRIBE: what arrives from now on belongs to the new subscription)
+            start = self.start
+        start_id = start.subscribe_id() if start is not None and not self.durable else None
         conn.register_consumer(self.consumer_id, link)
         try:
             conn.request(lambda rid: proto.subscribe(
@@ -154,6 +172,7 @@ class TopicConsumer:
                 read_compacted=owner.read_compacted, metadata=owner.properties,
                 replicate_subscription_state=owner.replicate_subscription_state,
                 key_shared_mode=0 if owner.consumer_type == ConsumerType.KeyShared else None,
+                durable=self.durable, start_message_id=start_id,
             ), self.client.operation_timeout)
         except BaseException:
             conn.unregister_consumer(self.consumer_id, link)
@@ -167,15 +186,37 @@ class TopicConsumer:
         if closed:  # (closed while subscribing: the broker's consumer goes too)
             link.close()
             raise AlreadyClosed("consumer closed")
+        self._linked.set()
         if permits > 0:
             self._flow(link, permits)
         self.send_acks()  # (acknowledgements made while disconnected)
+        if start is not None and start.pins_on_arrival and not self.durable:
+            self._pin_start(link, start)
         return link
+
+    def _pin_start(self, link: _ConsumerLink, start: StartPosition) -> None:
+        """The broker placed a reader's cursor (latest, a publish time): its
+        mark-delete position is where the reader stands until a message comes,
+        and where a subscription made again starts."""
+        try:
+            record = link.conn.request(lambda rid: proto.get_last_message_id(self.consumer_id, rid),
+                                       self.client.operation_timeout)
+        except PulsarException as exc:
+            logger.warning("[%s] reader position not pinned: %s", self.topic, exc)
+            return
+        mark_delete = record.consumer_mark_delete_position
+        if mark_delete is None:
+            return
+        position = StartPosition(MessageId.from_proto(mark_delete, topic=self.topic), inclusive=False)
+        with self._lock:
+            if self.start is start:
+                self.start = position
 
     def link_closed(self, link: _ConsumerLink) -> None:
         # (no lock: a failed write closes the connection, and the writer may hold it)
         if self._link is link:
             self._link = None
+            self._linked.clear()
 
     def is_connected(self) -> bool:
         link = self._link
@@ -224,8 +265,46 @@ class TopicConsumer:
         except ProtocolError as exc:
             self._refuse(event, "cannot be read (%s)" % exc)
             return
+        if self.start is not None and messages:
+            messages = self._from_start(event, messages)
         self.credit.arrived += len(messages)
         self.owner.deliver(self, self.epoch, messages)
+
+    def _from_start(self, event: Any, messages: list[Message]) -> list[Message]:
+        """Drop what the broker delivered from before the start position (the
+        start entry comes whole); a reader started at the latest message is
+        pinned to the first one that arrives, which a reconnect resumes from."""
+        start = self.start
+        if start is None:
+            return messages
+        if start.entry_passed(event.ledger_id, event.entry_id):
+            if self.durable or start.pins_on_arrival:
+                with self._lock:
+                    if self.start is start:  # (a durable seek's target is behind: nothing more to drop)
+                        self.start = None if self.durable else StartPosition(messages[0].message_id(), inclusive=True)
+            return messages
+        kept = [message for message in messages if not start.before(message.message_id())]
+        dropped = len(messages) - len(kept)
+        if dropped:
+            if self.durable:  # (a seek into a batch: the broker's cursor is past the dropped ones)
+                for message in messages:
+                    if start.before(message.message_id()):
+                        self.ack(message.message_id())
+            self._skip_unread(dropped)
+        return kept
+
+    def hand_out(self, epoch: int, message_id: MessageId) -> bool:
+        """A reader's message is handed to the application: it becomes the
+        position a reconnect resumes after. False: it belongs to an earlier
+        subscription or lies before the position (not to be handed out)."""
+        with self._lock:
+            if epoch != self.epoch:
+                return False
+            start = self.start
+            if start is not None and start.before(message_id):
+                return False
+            self.start = StartPosition(message_id, inclusive=False)
+        return True
 
     def _refuse(self, event: Any, why: str) -> None:
         """A message that cannot be delivered: reported, its permit given back,
@@ -344,6 +423,57 @@ class TopicConsumer:
         except PulsarException:
             pending.extendleft(reversed(acks))  # the connection closed: they go after the next subscribe
 
+    def seek(self, message_id: MessageId | None = None, publish_time: int | None = None) -> None:
+        """Reset the subscription to a message id or a publish time (ms); blocks
+        for the broker's answer and raises on failure. The broker then closes
+        this consumer, which subscribes again at the new position; messages
+        queued from before the seek are dropped unread."""
+        link = self._subscribed_link()
+        if message_id is not None:
+            position: StartPosition | None = StartPosition(
+                message_id, inclusive=self.durable or self.owner.start_message_id_inclusive)
+            command_id: bytes | None = message_id.to_proto()
+        else:  # (a reader: the broker keeps its subscription through the seek's disconnect)
+            position = (StartPosition(MessageId.earliest, inclusive=True, pins_on_arrival=True)
+                        if not self.durable else None)
+            command_id = None
+        self.send_acks()  # (acknowledgements made before the seek reach the broker before it)
+        epoch = self.epoch
+        # the broker closes the consumer (CLOSE_CONSUMER) before it answers: nothing of the
+        # old position arrives after the answer
+        link.conn.request(lambda rid: proto.seek(self.consumer_id, rid, message_id=command_id,
+                                                 publish_time=publish_time), self.client.operation_timeout)
+        with self._lock:
+            self.start = position
+            if self.epoch == epoch:  # (no new subscription yet: everything queued is from before the seek)
+                self.epoch += 1
+
+    def _subscribed_link(self) -> _ConsumerLink:
+        """The current subscription's link, waiting for a reconnect (a seek's,
+        an unload's) within the operation timeout; NotConnected after that."""
+        deadline = monotonic() + self.client.operation_timeout
+        while True:
+            link = self._link
+            if link is not None and not link.closed:
+                return link
+            if self.closed:
+                raise AlreadyClosed("consumer closed")
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise NotConnected("%s is reconnecting" % self.topic)
+            self._linked.wait(min(remaining, 0.5))
+
+    def last_message_id(self) -> tuple[MessageId, MessageId | None]:
+        """The id of the topic's last message and the subscription's mark-delete
+        position (None when the broker does not say), asked of the broker
+        (GET_LAST_MESSAGE_ID)."""
+        link = self._subscribed_link()
+        record = link.conn.request(lambda rid: proto.get_last_message_id(self.consumer_id, rid),
+                                   self.client.operation_timeout)
+        mark_delete = record.consumer_mark_delete_position
+        return (MessageId.from_proto(record.last_message_id, topic=self.topic),
+                MessageId.from_proto(mark_delete, topic=self.topic) if mark_delete is not None else None)
+
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
         link = self._link
         if link is None or link.closed:
@@ -434,7 +564,8 @@ class Consumer:
                  receiver_queue_size: int, max_total_receiver_queue_size_across_partitions: int,
                  consumer_name: str | None, negative_ack_redelivery_delay_ms: int, initial_position: InitialPosition,
                  read_compacted: bool, properties: dict[str, str] | None, replicate_subscription_state: bool,
-                 message_listener: MessageListener | None, ack_grouping_time_ms: int = 100) -> None:
+                 message_listener: MessageListener | None, ack_grouping_time_ms: int = 100, durable: bool = True,
+                 start_message_id: MessageId | None = None, start_message_id_inclusive: bool = False) -> None:
         self.client = client
         self.backend = client.backend
         self._topic_label = topic_label
@@ -462,6 +593,11 @@ class Consumer:
         self._nacks = _NegativeAcks(self, negative_ack_redelivery_delay_ms / 1000.0)
         self._listener_task: Any = None
         self.closed = False
+        #: a reader's subscription is not durable; it starts at start_message_id
+        self.durable = durable
+        self.start_message_id_inclusive = start_message_id_inclusive
+        self.start_position = (StartPosition(start_message_id, start_message_id_inclusive)
+                               if start_message_id is not None else None)
 
     # -- set-up (by the client) -------------------------------------------------------------
 
@@ -521,7 +657,8 @@ class Consumer:
             else:
                 if epoch == consumer.epoch:
                     consumer.message_read()
-                    return message
+                    if consumer.durable or consumer.hand_out(epoch, message.message_id()):
+                        return message
         return self._receive_waiting(timeout_millis)
 
     @from_any_thread()
@@ -564,7 +701,8 @@ class Consumer:
                 continue
             if epoch == consumer.epoch:  # (else: one of an earlier subscription, dropped)
                 consumer.message_read()
-                return message
+                if consumer.durable or consumer.hand_out(epoch, message.message_id()):
+                    return message  # (else: a reader's message from before its position)
 
     def _run_listener(self) -> None:
         listener = self._listener
@@ -643,6 +781,29 @@ class Consumer:
 
     def is_connected(self) -> bool:
         return not self.closed and all(c.is_connected() for c in self._topics)
+
+    @from_any_thread()
+    def seek(self, message_id: MessageId | int) -> None:
+        """Reset the subscription to a message id (that message comes next) or a
+        publish timestamp in ms (the first message published at or after it).
+        A timestamp, MessageId.earliest or MessageId.latest applies to every
+        partition, another id to its own partition. Blocks for the broker's
+        answer; raises on failure."""
+        self._check_open()
+        if isinstance(message_id, int) and not isinstance(message_id, bool):
+            if message_id < 0:
+                raise ValueError("a seek timestamp is milliseconds since the epoch, not %d" % message_id)
+            for consumer in self._topics:
+                consumer.seek(publish_time=message_id)
+            return
+        if not isinstance(message_id, MessageId):
+            raise ValueError("invalid seek argument type %s: a MessageId or a timestamp in ms"
+                             % type(message_id).__name__)
+        if is_earliest(message_id) or is_latest(message_id):
+            for consumer in self._topics:
+                consumer.seek(message_id=message_id)
+            return
+        self._topic_consumer(message_id).seek(message_id=message_id)
 
     @from_any_thread()
     def unsubscribe(self) -> None:
