@@ -17,6 +17,8 @@ Layout:
     topics.py      topic names and service URLs
     hashing.py     partition-key hashes (the official client's BoostHash, and the others)
     link.py        the close mechanics of a producer or consumer on one connection (what the supervisor keeps)
+    redelivery.py  the unacked-message timeout (timed buckets of entries) and the consumer's dead-letter hooks
+    deadletter.py  ConsumerDeadLetterPolicy and the dead-letter topic's producer
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from .client import Client
 from .consumer import Consumer
+from .deadletter import ConsumerDeadLetterPolicy
 from .enums import (
     BatchingType,
     CompressionType,
@@ -55,5 +58,6 @@ class BytesSchema:
 __all__ = [
     "Client", "Producer", "Consumer", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
     "ForkedError", "ConsumerType", "InitialPosition", "CompressionType", "PartitionsRoutingMode", "HashingScheme",
-    "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "__version__", *EXCEPTION_NAMES,
+    "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "ConsumerDeadLetterPolicy", "__version__",
+    *EXCEPTION_NAMES,
 ]

@@ -22,12 +22,14 @@ from msgengine.supervisor import Supervisor
 
 from .connection import BrokerConnection
 from .consumer import Consumer, MessageListener, TopicConsumer
+from .deadletter import dead_letter_policy_arg
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
 from .errors import AlreadyClosed, ForkedError, InvalidConfiguration, PulsarException
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
+from .redelivery import unacked_timeout_arg
 from .topics import full_topic_name, parse_service_url, partition_name
 
 logger = logging.getLogger(__name__)
@@ -192,6 +194,7 @@ class Client:
         message_router: Any = None,
         *,
         hashing_scheme: str = DEFAULT_HASHING_SCHEME,
+        initial_subscription_name: str | None = None,
     ) -> Producer:
         """A producer on topic (every partition of it, when partitioned); raises when the broker refuses it."""
         self.check_usable()
@@ -206,6 +209,8 @@ class Client:
             raise ValueError("Argument producer_name is expected to be of type 'str'")
         if initial_sequence_id is not None:
             _int_arg("initial_sequence_id", initial_sequence_id, -1)
+        if initial_subscription_name is not None and not isinstance(initial_subscription_name, str):
+            raise ValueError("Argument initial_subscription_name is expected to be of type 'str'")
         if compression_type != CompressionType.NONE:
             raise InvalidConfiguration("compression is not supported by this version of pulsarfast yet")
         if chunking_enabled and batching_enabled:
@@ -229,7 +234,8 @@ class Client:
                               block_if_queue_full=block_if_queue_full, properties=properties,
                               batching=bool(batching_enabled), batching_max_messages=batching_max_messages,
                               batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-                              batching_max_publish_delay_ms=batching_max_publish_delay_ms)
+                              batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+                              initial_subscription_name=initial_subscription_name)
             for name, index in names
         ]
         self._start(partitions, lambda p: p.close(self.operation_timeout))
@@ -291,12 +297,10 @@ class Client:
         _int_arg("ack_grouping_time_ms", ack_grouping_time_ms)
         if message_listener is not None and not callable(message_listener):
             raise ValueError("message_listener must be callable")
-        if unacked_messages_timeout_ms:
-            raise InvalidConfiguration("unacked_messages_timeout_ms is not supported by pulsarfast yet")
+        unacked_messages_timeout_ms = unacked_timeout_arg(unacked_messages_timeout_ms)
         if key_shared_policy is not None:
             raise InvalidConfiguration("key_shared_policy is not supported by pulsarfast yet (KeyShared uses AutoSplit)")
-        if dead_letter_policy is not None:
-            raise InvalidConfiguration("dead_letter_policy is not supported by pulsarfast yet")
+        dead_letter_policy = dead_letter_policy_arg(dead_letter_policy, ConsumerType(consumer_type))
         consumer = Consumer(
             self, label, subscription_name, consumer_type=ConsumerType(consumer_type),
             receiver_queue_size=receiver_queue_size,
@@ -305,6 +309,7 @@ class Client:
             initial_position=InitialPosition(initial_position), read_compacted=is_read_compacted,
             properties=properties, replicate_subscription_state=replicate_subscription_state_enabled,
             message_listener=message_listener, ack_grouping_time_ms=ack_grouping_time_ms,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms, dead_letter_policy=dead_letter_policy,
         )
         for name in topics:
             for partition_topic, index in self._partitions_of(name):

@@ -53,8 +53,10 @@ from .errors import (
     PulsarException,
     Timeout,
 )
+from .deadletter import ConsumerDeadLetterPolicy
 from .link import SessionLink
 from .message import BatchDelivery, Message, MessageId
+from .redelivery import PartitionRedelivery, Redelivery
 from .wire import read_fields, split_batch_decoded
 
 if TYPE_CHECKING:
@@ -72,6 +74,8 @@ _SUB_TYPES = {
     ConsumerType.KeyShared: proto.SUB_KEY_SHARED,
 }
 _CLOSED = object()  # wakes a receive() blocked when the consumer closes
+#: where the broker redelivers the entries asked for; on the others it rewinds to the first not acknowledged
+_REDELIVER_BY_ID = frozenset((ConsumerType.Shared, ConsumerType.KeyShared))
 #: message ids in one grouped ACK command at most
 ACKS_PER_COMMAND = 1000
 _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
@@ -119,6 +123,10 @@ class TopicConsumer:
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
+        self._subscribed_epoch = 0  # (the epoch of the current subscription's first messages)
+        #: the hooks of the unacked-message timeout and the dead-letter policy (None when both are off)
+        self.redelivery: PartitionRedelivery | None = (
+            owner.redelivery.partition(self) if owner.redelivery is not None else None)
         self._acks: list[bytes] = []  # individual acknowledgements waiting for the grouping interval
         self._ack_timer: Any = None
         self.closed = False
@@ -136,6 +144,9 @@ class TopicConsumer:
         owner = self.owner
         link = _ConsumerLink(self, conn)
         self.epoch += 1  # (before SUBSCRIBE: what arrives from now on belongs to the new subscription)
+        self._subscribed_epoch = self.epoch
+        if self.redelivery is not None:
+            self.redelivery.resubscribed()
         conn.register_consumer(self.consumer_id, link)
         try:
             conn.request(lambda rid: proto.subscribe(
@@ -210,6 +221,10 @@ class TopicConsumer:
             messages = self._unpack(event)
         except ProtocolError as exc:
             self._refuse(event, "cannot be read (%s)" % exc)
+            return
+        redelivery = self.redelivery
+        if redelivery is not None and not redelivery.arrived(messages):
+            self._skip_unread(len(messages))  # (they went to the dead-letter topic)
             return
         self.credit.arrived += len(messages)
         self.owner.deliver(self, self.epoch, messages)
@@ -292,7 +307,23 @@ class TopicConsumer:
                 last = batch.acknowledge(index)
             if not last:
                 return
+        if self.redelivery is not None:
+            self.redelivery.acknowledged(message_id.entry_key())
         self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
+
+    def ack_entry(self, entry: tuple[int, int]) -> None:
+        """Acknowledge a whole entry (every message of a batch) on the broker."""
+        ledger, entry_id = entry
+        if self.redelivery is not None:
+            self.redelivery.acknowledged(entry)
+        self._send_ack(proto.ACK_INDIVIDUAL, proto.message_id_data(ledger & ((1 << 64) - 1),
+                                                                   entry_id & ((1 << 64) - 1), self.partition))
+
+    def withdraw(self, delivery: BatchDelivery) -> None:
+        """The delivery's entry was asked for again: its messages not handed out yet are dropped, and
+        acknowledging those handed out no longer acknowledges the entry (the new copy does)."""
+        with self._lock:
+            delivery.waiting.clear()
 
     def ack_cumulative(self, message_id: MessageId) -> None:
         index = message_id.batch_index()
@@ -302,6 +333,8 @@ class TopicConsumer:
             if entry == 0:
                 return
             entry -= 1
+        if self.redelivery is not None:
+            self.redelivery.acknowledged_until((ledger, entry))
         self._send_ack(proto.ACK_CUMULATIVE, proto.message_id_data(ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1),
                                                                    self.partition))
 
@@ -346,14 +379,34 @@ class TopicConsumer:
                 self._acks[:0] = acks
 
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
+        """Ask the broker for entries again (none given: everything not acknowledged); those the
+        dead-letter policy takes go to the dead-letter topic instead."""
+        redelivery = self.redelivery
+        if entries and redelivery is not None:
+            entries = redelivery.redelivering(entries)
+            if not entries:
+                return
         link = self._link
         if link is None or link.closed:
             return
+        if not entries or self.owner.consumer_type not in _REDELIVER_BY_ID:
+            # everything not acknowledged comes again (on Exclusive and Failover subscriptions whatever
+            # ids are given: the broker rewinds): what waits unread in the queue is dropped, not delivered twice
+            self.epoch += 1
+            if redelivery is not None:
+                redelivery.redelivering_all()
+            entries = []
         ids = [proto.message_id_data(ledger, entry, self.partition) for ledger, entry in entries]
         try:
             link.conn.send_command(proto.redeliver_unacknowledged(self.consumer_id, ids))
         except PulsarException:
             pass
+
+    def dropped(self, epoch: int) -> None:
+        """A queued message of an earlier epoch was dropped unread; its permit goes back when the
+        broker still counts it (the same subscription, after a redelivery of everything)."""
+        if epoch >= self._subscribed_epoch:
+            self.message_read()
 
     # -- closing --------------------------------------------------------------------------
 
@@ -435,7 +488,9 @@ class Consumer:
                  receiver_queue_size: int, max_total_receiver_queue_size_across_partitions: int,
                  consumer_name: str | None, negative_ack_redelivery_delay_ms: int, initial_position: InitialPosition,
                  read_compacted: bool, properties: dict[str, str] | None, replicate_subscription_state: bool,
-                 message_listener: MessageListener | None, ack_grouping_time_ms: int = 100) -> None:
+                 message_listener: MessageListener | None, ack_grouping_time_ms: int = 100,
+                 unacked_messages_timeout_ms: int = 0,
+                 dead_letter_policy: ConsumerDeadLetterPolicy | None = None) -> None:
         self.client = client
         self.backend = client.backend
         self._topic_label = topic_label
@@ -456,6 +511,9 @@ class Consumer:
         self._by_topic: dict[str, TopicConsumer] = {}
         self._flow = FlowControl(self.receiver_queue_size)
         self._nacks = _NegativeAcks(self, negative_ack_redelivery_delay_ms / 1000.0)
+        #: the unacked-message timeout and the dead-letter policy (None when both are off; see redelivery.py)
+        self.redelivery = (Redelivery(self, unacked_messages_timeout_ms, dead_letter_policy)
+                           if unacked_messages_timeout_ms or dead_letter_policy is not None else None)
         self._listener_task: Any = None
         self.closed = False
 
@@ -480,6 +538,9 @@ class Consumer:
         return list(self._topics)
 
     def start_listener(self) -> None:
+        """Subscribed: the listener and the unacked-message timeout's tick start."""
+        if self.redelivery is not None:
+            self.redelivery.start()
         if self._listener is not None:
             self._listener_task = self.backend.spawn(self._run_listener)
 
@@ -532,8 +593,12 @@ class Consumer:
         """A queued message taken by the application (None: one of an earlier subscription, dropped)."""
         consumer, epoch, message = item
         if epoch != consumer.epoch:
+            consumer.dropped(epoch)
             return None
         consumer.message_read()
+        redelivery = consumer.redelivery
+        if redelivery is not None and not redelivery.handed_out(message):
+            return None  # (its entry was asked for again: the new copy is delivered instead)
         return message
 
     def _run_listener(self) -> None:
@@ -596,7 +661,10 @@ class Consumer:
         self._check_open()
         message_id = self._id_of(message)
         ledger, entry = message_id.entry_key()
-        self._nacks.add(self._topic_consumer(message_id), ledger, entry)
+        consumer = self._topic_consumer(message_id)
+        if consumer.redelivery is not None:
+            consumer.redelivery.negatively_acknowledged(message_id)
+        self._nacks.add(consumer, ledger, entry)
 
     @from_any_thread()
     def redeliver_unacknowledged_messages(self) -> None:
@@ -634,11 +702,15 @@ class Consumer:
         """The client shut down: blocked and later receive() calls raise AlreadyClosed."""
         self.closed = True
         self._nacks.close()
+        if self.redelivery is not None:
+            self.redelivery.abort()
         self._queue.put(_CLOSED)
 
     def _shutdown(self) -> None:
         self.closed = True
         self._nacks.close()
+        if self.redelivery is not None:
+            self.redelivery.close()
         for consumer in self._topics:
             self.client.forget_consumer(consumer)
             try:
