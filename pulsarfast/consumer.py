@@ -30,7 +30,17 @@ broker closes the consumer or the connection dies, the client's supervisor
 subscribes again and grants permits afresh; messages of the earlier
 subscription still in the queue are then dropped unread, since the broker
 delivers again, in order, everything not acknowledged (as the official
-client does).
+client does). So are they, their permits given back, when everything not
+acknowledged is asked for again (``redeliver_unacknowledged_messages``, and
+any redelivery on an Exclusive or Failover subscription, where the broker
+rewinds to the first message not acknowledged).
+
+Delivery controls. With ``unacked_messages_timeout_ms`` or a
+``dead_letter_policy``, each TopicConsumer has a ``redelivery`` object
+(``redelivery.PartitionRedelivery``) that a few hooks here call: a message
+handed to the application, an entry arriving, acknowledged, negatively
+acknowledged or asked for again, a new subscription. Without either, the
+hooks cost one ``is None`` test.
 """
 from __future__ import annotations
 
@@ -43,6 +53,7 @@ from msgengine.flow import FlowControl, LinkCredit
 from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
+from .deadletter import ConsumerDeadLetterPolicy
 from .enums import ConsumerType, InitialPosition
 from .errors import (
     AlreadyClosed,
@@ -53,7 +64,6 @@ from .errors import (
     PulsarException,
     Timeout,
 )
-from .deadletter import ConsumerDeadLetterPolicy
 from .link import SessionLink
 from .message import BatchDelivery, Message, MessageId
 from .redelivery import PartitionRedelivery, Redelivery

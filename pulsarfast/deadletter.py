@@ -91,8 +91,8 @@ class ConsumerDeadLetterPolicy:
         return self
 
     def __repr__(self) -> str:
-        return "ConsumerDeadLetterPolicy(max_redeliver_count=%d, dead_letter_topic=%r, initial_subscription_name=%r)" % (
-            self._max_redeliver_count, self._dead_letter_topic, self._initial_subscription_name)
+        return "ConsumerDeadLetterPolicy(max_redeliver_count=%d, dead_letter_topic=%r, initial_subscription_name=%r)" \
+            % (self._max_redeliver_count, self._dead_letter_topic, self._initial_subscription_name)
 
 
 def dead_letter_policy_arg(policy: Any, consumer_type: ConsumerType) -> ConsumerDeadLetterPolicy | None:
@@ -175,7 +175,12 @@ class DeadLetters:
             producer = self.client.create_producer(topic, block_if_queue_full=False, batching_enabled=False,
                                                    initial_subscription_name=self._initial_subscription)
             with self._lock:
-                self._producers[topic] = producer
+                closed = self._closed
+                if not closed:
+                    self._producers[topic] = producer
+            if closed:  # (the consumer closed meanwhile)
+                producer.close()
+                raise AlreadyClosed("the consumer is closed")
             return producer
         finally:
             with self._lock:

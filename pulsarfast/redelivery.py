@@ -15,8 +15,9 @@ holds what consumer.py's hooks touch:
 - acknowledged(entry) / acknowledged_until(entry): the broker hears of the
   entry's acknowledgement (for a batch, once every message of the delivery
   is acknowledged): the entry leaves the tracker.
-- negatively_acknowledged(message_id): the entry leaves the tracker; the
-  negative acknowledgement asks for it again.
+- negatively_acknowledged(message_id): the entry leaves the tracker and its
+  delivery is withdrawn (the negative acknowledgement asks for the whole
+  entry again).
 - arrived(messages): an entry arrived; with a dead-letter policy, one whose
   redelivery count has reached ``max_redeliver_count`` is kept until it is
   acknowledged (it goes to the dead-letter topic if it would be delivered
@@ -261,6 +262,7 @@ class Redelivery:
 
     def __init__(self, consumer: "Consumer", unacked_timeout_ms: int,
                  dead_letter_policy: ConsumerDeadLetterPolicy | None) -> None:
+        self.client = consumer.client
         self.backend = consumer.client.backend
         self.unacked_timeout_ms = unacked_timeout_ms
         tick_ms = min(TICK_MS, unacked_timeout_ms) if unacked_timeout_ms else 0
@@ -287,6 +289,8 @@ class Redelivery:
         self.backend.spawn(self._expire)
 
     def _expire(self) -> None:
+        if self.client.forked():
+            return  # (the consumer is the parent's)
         try:
             for partition in list(self._partitions):
                 try:
