@@ -21,6 +21,8 @@ Layout:
     link.py        the close mechanics of a producer or consumer on one connection (what the supervisor keeps)
     auth.py        AuthenticationToken, AuthenticationTLS (what CONNECT and AUTH_RESPONSE carry)
     tls.py         the SSLContext of pulsar+ssl:// (trust file, hostname check, client certificate)
+    redelivery.py  the unacked-message timeout (timed buckets of entries) and the consumer's dead-letter hooks
+    deadletter.py  ConsumerDeadLetterPolicy and the dead-letter topic's producer
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
@@ -37,6 +39,7 @@ from .auth import (
 )
 from .client import Client
 from .consumer import Consumer
+from .deadletter import ConsumerDeadLetterPolicy
 from .enums import (
     BatchingType,
     CompressionType,
@@ -68,7 +71,8 @@ class BytesSchema:
 __all__ = [
     "Client", "Producer", "Consumer", "Reader", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
     "ForkedError", "ConsumerType", "InitialPosition", "CompressionType", "PartitionsRoutingMode", "HashingScheme",
-    "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "__version__", *EXCEPTION_NAMES,
+    "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "ConsumerDeadLetterPolicy", "__version__",
+    *EXCEPTION_NAMES,
     "Authentication", "AuthenticationToken", "AuthenticationTLS", "AuthenticationAthenz", "AuthenticationOauth2",
     "AuthenticationBasic",
 ]

@@ -26,6 +26,7 @@ from .auth import Authentication
 from .compression import codec_for as compression_codec
 from .connection import BrokerConnection
 from .consumer import Consumer, MessageListener, TopicConsumer
+from .deadletter import dead_letter_policy_arg
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
 from .errors import AlreadyClosed, ForkedError, InvalidConfiguration, PulsarException
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
@@ -35,6 +36,7 @@ from .pool import ConnectionPool
 from .position import is_earliest, is_latest
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener, check_partitioned_start, check_reader_arguments, reader_subscription_name
+from .redelivery import unacked_timeout_arg
 from .tls import check_argument_types, make_client_context
 from .topics import full_topic_name, parse_service_url, partition_name
 
@@ -212,6 +214,7 @@ class Client:
         message_router: Any = None,
         *,
         hashing_scheme: str = DEFAULT_HASHING_SCHEME,
+        initial_subscription_name: str | None = None,
     ) -> Producer:
         """A producer on topic (every partition of it, when partitioned); raises when the broker refuses it."""
         self.check_usable()
@@ -226,6 +229,8 @@ class Client:
             raise ValueError("Argument producer_name is expected to be of type 'str'")
         if initial_sequence_id is not None:
             _int_arg("initial_sequence_id", initial_sequence_id, -1)
+        if initial_subscription_name is not None and not isinstance(initial_subscription_name, str):
+            raise ValueError("Argument initial_subscription_name is expected to be of type 'str'")
         codec = compression_codec(compression_type)  # (ValueError; InvalidConfiguration when its library is missing)
         if chunking_enabled and batching_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together")
@@ -248,7 +253,8 @@ class Client:
                               block_if_queue_full=block_if_queue_full, properties=properties,
                               batching=bool(batching_enabled), batching_max_messages=batching_max_messages,
                               batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-                              batching_max_publish_delay_ms=batching_max_publish_delay_ms, compression=codec)
+                              batching_max_publish_delay_ms=batching_max_publish_delay_ms, compression=codec,
+                              initial_subscription_name=initial_subscription_name)
             for name, index in names
         ]
         self._start(partitions, lambda p: p.close(self.operation_timeout))
@@ -310,12 +316,10 @@ class Client:
         _int_arg("ack_grouping_time_ms", ack_grouping_time_ms)
         if message_listener is not None and not callable(message_listener):
             raise ValueError("message_listener must be callable")
-        if unacked_messages_timeout_ms:
-            raise InvalidConfiguration("unacked_messages_timeout_ms is not supported by pulsarfast yet")
+        unacked_messages_timeout_ms = unacked_timeout_arg(unacked_messages_timeout_ms)
         if key_shared_policy is not None:
             raise InvalidConfiguration("key_shared_policy is not supported by pulsarfast yet (KeyShared uses AutoSplit)")
-        if dead_letter_policy is not None:
-            raise InvalidConfiguration("dead_letter_policy is not supported by pulsarfast yet")
+        dead_letter_policy = dead_letter_policy_arg(dead_letter_policy, ConsumerType(consumer_type))
         consumer = Consumer(
             self, label, subscription_name, consumer_type=ConsumerType(consumer_type),
             receiver_queue_size=receiver_queue_size,
@@ -324,6 +328,7 @@ class Client:
             initial_position=InitialPosition(initial_position), read_compacted=is_read_compacted,
             properties=properties, replicate_subscription_state=replicate_subscription_state_enabled,
             message_listener=message_listener, ack_grouping_time_ms=ack_grouping_time_ms,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms, dead_letter_policy=dead_letter_policy,
         )
         for name in topics:
             for partition_topic, index in self._partitions_of(name):

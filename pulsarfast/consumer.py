@@ -33,7 +33,17 @@ broker closes the consumer or the connection dies, the client's supervisor
 subscribes again and grants permits afresh; messages of the earlier
 subscription still in the queue are then dropped unread, since the broker
 delivers again, in order, everything not acknowledged (as the official
-client does).
+client does). So are they, their permits given back, when everything not
+acknowledged is asked for again (``redeliver_unacknowledged_messages``, and
+any redelivery on an Exclusive or Failover subscription, where the broker
+rewinds to the first message not acknowledged).
+
+Delivery controls. With ``unacked_messages_timeout_ms`` or a
+``dead_letter_policy``, each TopicConsumer has a ``redelivery`` object
+(``redelivery.PartitionRedelivery``) that a few hooks here call: a message
+handed to the application, an entry arriving, acknowledged, negatively
+acknowledged or asked for again, a new subscription. Without either, the
+hooks cost one ``is None`` test.
 
 Positions. ``seek`` (a message id or a publish time) resets the
 subscription on the broker, which closes the consumer; it subscribes again
@@ -56,6 +66,7 @@ from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
 from .compression import decompress
+from .deadletter import ConsumerDeadLetterPolicy
 from .enums import ConsumerType, InitialPosition
 from .errors import (
     AlreadyClosed,
@@ -67,8 +78,9 @@ from .errors import (
     Timeout,
 )
 from .link import SessionLink
-from .message import Message, MessageId, batch_messages
+from .message import BatchDelivery, Message, MessageId, batch_messages
 from .position import StartPosition, is_earliest, is_latest
+from .redelivery import PartitionRedelivery, Redelivery
 from .wire import read_fields, split_batch_decoded
 
 if TYPE_CHECKING:
@@ -86,6 +98,8 @@ _SUB_TYPES = {
     ConsumerType.KeyShared: proto.SUB_KEY_SHARED,
 }
 _CLOSED = object()  # wakes a receive() blocked when the consumer closes
+#: where the broker redelivers the entries asked for; on the others it rewinds to the first not acknowledged
+_REDELIVER_BY_ID = frozenset((ConsumerType.Shared, ConsumerType.KeyShared))
 #: message ids in one grouped ACK command at most
 ACKS_PER_COMMAND = 1000
 #: permits go back to the broker each time this fraction of a share was read (a tenth): a batch as
@@ -138,6 +152,10 @@ class TopicConsumer:
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
+        self._subscribed_epoch = 0  # (the epoch of the current subscription's first messages)
+        #: the hooks of the unacked-message timeout and the dead-letter policy (None when both are off)
+        self.redelivery: PartitionRedelivery | None = (
+            owner.redelivery.partition(self) if owner.redelivery is not None else None)
         #: individual acknowledgements waiting for the grouping interval
         self._acks: collections.deque[bytes] = collections.deque()
         self._ack_timer: Any = None
@@ -162,7 +180,10 @@ class TopicConsumer:
         link = _ConsumerLink(self, conn)
         with self._lock:
             self.epoch += 1  # (before SUBSCRIBE: what arrives from now on belongs to the new subscription)
+            self._subscribed_epoch = self.epoch
             start = self.start
+        if self.redelivery is not None:
+            self.redelivery.resubscribed()
         start_id = start.subscribe_id() if start is not None and not self.durable else None
         conn.register_consumer(self.consumer_id, link)
         try:
@@ -267,6 +288,10 @@ class TopicConsumer:
             return
         if self.start is not None and messages:
             messages = self._from_start(event, messages)
+        redelivery = self.redelivery
+        if redelivery is not None and not redelivery.arrived(messages):
+            self._skip_unread(len(messages))  # (they went to the dead-letter topic)
+            return
         self.credit.arrived += len(messages)
         self.owner.deliver(self, self.epoch, messages)
 
@@ -365,7 +390,22 @@ class TopicConsumer:
                 return
             if not batch.acknowledge(index):
                 return
+        if self.redelivery is not None:
+            self.redelivery.acknowledged(message_id.entry_key())
         self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
+
+    def ack_entry(self, entry: tuple[int, int]) -> None:
+        """Acknowledge a whole entry (every message of a batch) on the broker."""
+        ledger, entry_id = entry
+        if self.redelivery is not None:
+            self.redelivery.acknowledged(entry)
+        self._send_ack(proto.ACK_INDIVIDUAL, proto.message_id_data(ledger & ((1 << 64) - 1),
+                                                                   entry_id & ((1 << 64) - 1), self.partition))
+
+    def withdraw(self, delivery: BatchDelivery) -> None:
+        """The delivery's entry was asked for again: its messages not handed out yet are dropped, and
+        acknowledging those handed out no longer acknowledges the entry (the new copy does)."""
+        delivery.withdraw()
 
     def ack_cumulative(self, message_id: MessageId) -> None:
         index = message_id.batch_index()
@@ -375,6 +415,8 @@ class TopicConsumer:
             if entry == 0:
                 return
             entry -= 1
+        if self.redelivery is not None:
+            self.redelivery.acknowledged_until((ledger, entry))
         self._send_ack(proto.ACK_CUMULATIVE, proto.message_id_data(ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1),
                                                                    self.partition))
 
@@ -475,14 +517,34 @@ class TopicConsumer:
                 MessageId.from_proto(mark_delete, topic=self.topic) if mark_delete is not None else None)
 
     def redeliver(self, entries: list[tuple[int, int]]) -> None:
+        """Ask the broker for entries again (none given: everything not acknowledged); those the
+        dead-letter policy takes go to the dead-letter topic instead."""
+        redelivery = self.redelivery
+        if entries and redelivery is not None:
+            entries = redelivery.redelivering(entries)
+            if not entries:
+                return
         link = self._link
         if link is None or link.closed:
             return
+        if not entries or self.owner.consumer_type not in _REDELIVER_BY_ID:
+            # everything not acknowledged comes again (on Exclusive and Failover subscriptions whatever
+            # ids are given: the broker rewinds): what waits unread in the queue is dropped, not delivered twice
+            self.epoch += 1
+            if redelivery is not None:
+                redelivery.redelivering_all()
+            entries = []
         ids = [proto.message_id_data(ledger, entry, self.partition) for ledger, entry in entries]
         try:
             link.conn.send_command(proto.redeliver_unacknowledged(self.consumer_id, ids))
         except PulsarException:
             pass
+
+    def dropped(self, epoch: int) -> None:
+        """A queued message of an earlier epoch was dropped unread; its permit goes back when the
+        broker still counts it (the same subscription, after a redelivery of everything)."""
+        if epoch >= self._subscribed_epoch:
+            self.message_read()
 
     # -- closing --------------------------------------------------------------------------
 
@@ -565,7 +627,9 @@ class Consumer:
                  consumer_name: str | None, negative_ack_redelivery_delay_ms: int, initial_position: InitialPosition,
                  read_compacted: bool, properties: dict[str, str] | None, replicate_subscription_state: bool,
                  message_listener: MessageListener | None, ack_grouping_time_ms: int = 100, durable: bool = True,
-                 start_message_id: MessageId | None = None, start_message_id_inclusive: bool = False) -> None:
+                 start_message_id: MessageId | None = None, start_message_id_inclusive: bool = False,
+                 unacked_messages_timeout_ms: int = 0,
+                 dead_letter_policy: ConsumerDeadLetterPolicy | None = None) -> None:
         self.client = client
         self.backend = client.backend
         self._topic_label = topic_label
@@ -591,6 +655,9 @@ class Consumer:
         self._by_topic: dict[str, TopicConsumer] = {}
         self._flow = FlowControl(self.receiver_queue_size)
         self._nacks = _NegativeAcks(self, negative_ack_redelivery_delay_ms / 1000.0)
+        #: the unacked-message timeout and the dead-letter policy (None when both are off; see redelivery.py)
+        self.redelivery = (Redelivery(self, unacked_messages_timeout_ms, dead_letter_policy)
+                           if unacked_messages_timeout_ms or dead_letter_policy is not None else None)
         self._listener_task: Any = None
         self.closed = False
         #: a reader's subscription is not durable; it starts at start_message_id
@@ -620,6 +687,9 @@ class Consumer:
         return list(self._topics)
 
     def start_listener(self) -> None:
+        """Subscribed: the listener and the unacked-message timeout's tick start."""
+        if self.redelivery is not None:
+            self.redelivery.start()
         if self._listener is not None:
             self._listener_task = self.backend.spawn(self._run_listener)
 
@@ -648,17 +718,16 @@ class Consumer:
         """The next message; waits at most timeout_millis (then raises Timeout), or for ever."""
         # the fast path: a message of an arrived batch is ready (no queue, no lock but the permits')
         ready = self._ready
-        if ready and self._usable and (timeout_millis is None or type(timeout_millis) is int) \
-                and self.backend.in_backend_context():
+        if ready and self._usable and self._listener is None \
+                and (timeout_millis is None or type(timeout_millis) is int) and self.backend.in_backend_context():
             try:
                 consumer, epoch, message = ready.popleft()
             except IndexError:  # (another thread took the last one)
                 pass
             else:
-                if epoch == consumer.epoch:
-                    consumer.message_read()
-                    if consumer.durable or consumer.hand_out(epoch, message.message_id()):
-                        return message
+                message = self._hand_out(consumer, epoch, message)
+                if message is not None:
+                    return message
         return self._receive_waiting(timeout_millis)
 
     @from_any_thread()
@@ -698,11 +767,28 @@ class Consumer:
                 if epoch == consumer.epoch:
                     ready.extend(zip(itertools.repeat(consumer, len(messages)),
                                      itertools.repeat(epoch, len(messages)), messages))
+                else:  # (a batch of an earlier epoch, dropped whole)
+                    for _message in messages:
+                        consumer.dropped(epoch)
                 continue
-            if epoch == consumer.epoch:  # (else: one of an earlier subscription, dropped)
-                consumer.message_read()
-                if consumer.durable or consumer.hand_out(epoch, message.message_id()):
-                    return message  # (else: a reader's message from before its position)
+            message = self._hand_out(consumer, epoch, message)
+            if message is not None:
+                return message
+
+    @staticmethod
+    def _hand_out(consumer: TopicConsumer, epoch: int, message: Message) -> Message | None:
+        """A message taken from the ready batch for the application (None: dropped: one of an
+        earlier epoch, a reader's from before its position, or one whose entry was asked for again)."""
+        if epoch != consumer.epoch:
+            consumer.dropped(epoch)
+            return None
+        consumer.message_read()
+        if not consumer.durable and not consumer.hand_out(epoch, message.message_id()):
+            return None
+        redelivery = consumer.redelivery
+        if redelivery is not None and not redelivery.handed_out(message):
+            return None  # (its entry was asked for again: the new copy is delivered instead)
+        return message
 
     def _run_listener(self) -> None:
         listener = self._listener
@@ -770,7 +856,10 @@ class Consumer:
         self._check_open()
         message_id = self._id_of(message)
         ledger, entry = message_id.entry_key()
-        self._nacks.add(self._topic_consumer(message_id), ledger, entry)
+        consumer = self._topic_consumer(message_id)
+        if consumer.redelivery is not None:
+            consumer.redelivery.negatively_acknowledged(message_id)
+        self._nacks.add(consumer, ledger, entry)
 
     @from_any_thread()
     def redeliver_unacknowledged_messages(self) -> None:
@@ -838,12 +927,16 @@ class Consumer:
         self.closed = True
         self._usable = False
         self._nacks.close()
+        if self.redelivery is not None:
+            self.redelivery.abort()
         self._queue.put(_CLOSED)
 
     def _shutdown(self) -> None:
         self.closed = True
         self._usable = False
         self._nacks.close()
+        if self.redelivery is not None:
+            self.redelivery.close()
         for consumer in self._topics:
             self.client.forget_consumer(consumer)
             try:

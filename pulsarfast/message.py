@@ -123,21 +123,32 @@ class BatchDelivery:
     """The messages of one batch as one delivery handed them out: the broker
     acknowledges whole entries, so the entry is acknowledged once every
     message of this delivery is. A batch delivered again (negative ack,
-    reconnect) is a new delivery: acknowledgements of the old one never
-    acknowledge the entry for messages the new one has not seen handled."""
+    reconnect, unacked timeout) is a new delivery: acknowledgements of the old
+    one never acknowledge the entry for messages the new one has not seen
+    handled (``withdraw``). No lock: each step is one atomic operation under
+    the GIL, and the withdrawn flag is set before the set is emptied and read
+    after the last discard, so a withdrawal racing the last acknowledgement
+    cannot pass for it (two last acknowledgements at once may both say True:
+    the entry is then acknowledged twice, which the broker ignores)."""
 
-    __slots__ = ("waiting",)
+    __slots__ = ("waiting", "withdrawn")
 
     def __init__(self, indexes: set[int]) -> None:
         self.waiting = indexes
+        self.withdrawn = False
 
     def acknowledge(self, index: int) -> bool:
         """Message index was acknowledged; True when it was the batch's last one."""
         waiting = self.waiting
         if not waiting:
-            return False  # (the entry went out already)
+            return False  # (the entry went out already, or the delivery was withdrawn)
         waiting.discard(index)
-        return not waiting
+        return not waiting and not self.withdrawn
+
+    def withdraw(self) -> None:
+        """The entry was asked for again: this delivery acknowledges it no more."""
+        self.withdrawn = True
+        self.waiting.clear()
 
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)

@@ -147,7 +147,8 @@ class PartitionProducer:
                  initial_sequence_id: int | None, send_timeout_millis: int, max_pending_messages: int,
                  block_if_queue_full: bool, properties: dict[str, str] | None, batching: bool = False,
                  batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
-                 batching_max_publish_delay_ms: int = 10, compression: "Codec | None" = None) -> None:
+                 batching_max_publish_delay_ms: int = 10, compression: "Codec | None" = None,
+                 initial_subscription_name: str | None = None) -> None:
         self.client = client
         self.backend = client.backend
         self.topic = topic
@@ -163,6 +164,8 @@ class PartitionProducer:
         self.max_pending = max(1, max_pending_messages)
         self.block_if_queue_full = block_if_queue_full
         self.properties = dict(properties or {})
+        #: a subscription the broker creates on the topic with this producer (a dead-letter topic's)
+        self.initial_subscription_name = initial_subscription_name
         self._lock = self.backend.lock()
         self._pending: collections.deque[_Send] = collections.deque()
         self._link: _ProducerLink | None = None
@@ -199,7 +202,8 @@ class PartitionProducer:
         try:
             answer = conn.request(
                 lambda rid: proto.producer(self.topic, self.producer_id, rid, self.name or None,
-                                           self.user_provided_name, self._epoch, self.properties),
+                                           self.user_provided_name, self._epoch, self.properties,
+                                           self.initial_subscription_name),
                 timeout,
             )
         except BaseException:

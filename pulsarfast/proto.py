@@ -180,13 +180,15 @@ def lookup(topic: str, request_id: int, authoritative: bool = False) -> bytes:
 
 def producer(topic: str, producer_id: int, request_id: int, producer_name: str | None = None,
              user_provided_name: bool = False, epoch: int = 0,
-             metadata: Mapping[str, str] | None = None) -> bytes:
+             metadata: Mapping[str, str] | None = None, initial_subscription_name: str | None = None) -> bytes:
     body = f_str(1, topic) + f_uint(2, producer_id) + f_uint(3, request_id)
     if producer_name:
         body += f_str(4, producer_name)
     if metadata:
         body += key_values(6, metadata)
     body += f_uint(8, epoch) + f_bool(9, user_provided_name)
+    if initial_subscription_name:
+        body += f_str(13, initial_subscription_name)  # (the broker creates this subscription with the producer)
     return base_command(PRODUCER, body)
 
 
