@@ -234,6 +234,9 @@ class Client:
         codec = compression_codec(compression_type)  # (ValueError; InvalidConfiguration when its library is missing)
         if chunking_enabled and batching_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together")
+        if chunking_enabled:
+            raise InvalidConfiguration("chunking is not supported by pulsarfast yet (messages up to the broker's "
+                                       "max message size go whole)")
         if access_mode is not None and getattr(access_mode, "name", access_mode) not in ("Shared", 0):
             raise InvalidConfiguration("producer access modes other than Shared are not supported by pulsarfast yet")
         if encryption_key is not None or crypto_key_reader is not None:
@@ -319,6 +322,10 @@ class Client:
         unacked_messages_timeout_ms = unacked_timeout_arg(unacked_messages_timeout_ms)
         if key_shared_policy is not None:
             raise InvalidConfiguration("key_shared_policy is not supported by pulsarfast yet (KeyShared uses AutoSplit)")
+        if schema is not None and type(schema).__name__ != "BytesSchema":
+            raise InvalidConfiguration("schemas other than bytes are not supported by pulsarfast yet")
+        if crypto_key_reader is not None:
+            raise InvalidConfiguration("end-to-end encryption is not supported by pulsarfast")
         dead_letter_policy = dead_letter_policy_arg(dead_letter_policy, ConsumerType(consumer_type))
         consumer = Consumer(
             self, label, subscription_name, consumer_type=ConsumerType(consumer_type),
