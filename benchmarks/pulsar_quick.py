@@ -140,16 +140,34 @@ def payloads(count: int, tag: bytes) -> list:
 # --------------------------------------------------------------------------- child: one client
 
 class Meter:
-    def __init__(self, broker_pid: int):
-        self.broker_pid = broker_pid
+    """Times one workload; with profile_workload set, also runs cProfile over that workload's
+    timed part (the figures of such a run are not recorded, only where the time went)."""
 
-    def start(self) -> None:
+    def __init__(self, broker_pid: int, profile_workload: str | None = None):
+        self.broker_pid = broker_pid
+        self.profile_workload = profile_workload
+        self.profiler = None
+        self.profile_text = None
+
+    def start(self, workload: str | None = None) -> None:
+        if workload is not None and workload == self.profile_workload:
+            import cProfile
+            self.profiler = cProfile.Profile()
+            self.profiler.enable()
         self.s0 = system_busy_seconds()
         self.b0 = proc_cpu_seconds(self.broker_pid)
         self.c0 = self_cpu_seconds()
         self.t0 = time.perf_counter()
 
     def stop(self, count: int) -> dict:
+        if self.profiler is not None:
+            import io
+            import pstats
+            self.profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(self.profiler, stream=text).sort_stats("tottime").print_stats(18)
+            self.profile_text = text.getvalue()
+            self.profiler = None
         t1 = time.perf_counter()
         c1 = self_cpu_seconds()
         b1 = proc_cpu_seconds(self.broker_pid)
@@ -184,7 +202,7 @@ def child_main(cfg: dict) -> dict:
         import pulsar
         client = pulsar.Client(cfg["service_url"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     out: dict = {"lib_file": pulsar.__file__, "workloads": {}}
-    meter = Meter(cfg["broker_pid"])
+    meter = Meter(cfg["broker_pid"], cfg.get("profile"))
     n = cfg["messages"]
     ok = pulsar.Result.Ok
     producer_args = dict(block_if_queue_full=True, max_pending_messages=1000,
@@ -210,7 +228,7 @@ def child_main(cfg: dict) -> dict:
 
             producer = client.create_producer(topic, **producer_args)
             send_async = producer.send_async
-            meter.start()
+            meter.start("produce")
             for body in bodies:
                 send_async(body, callback)
             producer.flush()
@@ -231,7 +249,7 @@ def child_main(cfg: dict) -> dict:
                 add = seen.add
                 got = 0
                 error = None
-                meter.start()
+                meter.start("consume")
                 try:
                     for _ in range(n):
                         msg = receive(30000)
@@ -269,6 +287,8 @@ def child_main(cfg: dict) -> dict:
             out["workloads"]["send"] = result
     finally:
         client.close()
+    if meter.profile_text is not None:
+        out["profile"] = meter.profile_text
     return out
 
 
@@ -508,6 +528,8 @@ def main() -> int:
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra broker.conf entry (repeatable), e.g. journalFlushWhenQueueEmpty=true")
     parser.add_argument("--json", default=DEFAULT_JSON, help="where to write the results")
+    parser.add_argument("--no-profile-misses", dest="profile_misses", action="store_false",
+                        help="do not profile the clients that miss a target")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -612,13 +634,29 @@ def main() -> int:
                     print(f"run {run} {name} ({time.monotonic() - t:.1f}s): " + ", ".join(parts), flush=True)
                     if result.get("stderr_tail"):
                         print(f"  stderr: {result['stderr_tail'][-300:]!r}", flush=True)
+        meta["loadavg_after"] = loadavg()
+        rows = summarize(runs, clients)
+        profiles = {}
+        if args.profile_misses:
+            # where a target is missed, one more run of that client under cProfile shows where the time
+            # goes (cProfile sees the calling thread only: the gevent rows show every task's work)
+            for target in targets(rows):
+                if target["pass"] or (target["client"], target["what"]) in profiles:
+                    continue
+                print(f"profiling {target['client']}: {target['what']}", flush=True)
+                workload = next(w for what, w, *_ in TARGETS if what == target["what"])
+                cfg = config(target["client"], "profile", ("produce", "consume"))
+                cfg["profile"] = workload
+                result = run_child(cfg, timeout)
+                profiles[(target["client"], target["what"])] = result.get("profile") or result.get("error")
     finally:
         broker.stop()
-    meta["loadavg_after"] = loadavg()
     meta["total_seconds"] = time.monotonic() - began
 
-    rows = summarize(runs, clients)
     table = markdown(rows, meta)
+    for (client, what), text in profiles.items():
+        table += f"\n\nProfile of {CLIENTS[client]['label']}, {what} (cProfile, top functions by own time):\n\n```\n"
+        table += (text or "").strip() + "\n```"
     print()
     print(table)
     for row in rows:
