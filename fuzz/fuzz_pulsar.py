@@ -221,7 +221,8 @@ def check(data: bytes) -> tuple:
         for command, metadata, payload, checksum_ok in result[1]:
             decoded = _both("decode_message", "decode_message", command, metadata)
             generic = _generic(command, metadata)
-            kinds.add(generic[0][1] if generic[0][0] == "ok" else -1)
+            kind = generic[0][1] if generic[0][0] == "ok" else -1
+            kinds.add(kind if kind == -1 or proto.command_schema(kind) is not None else -2)  # -2: unknown type
             if decoded[0] == "error":
                 endings.append("message-error")
                 continue
