@@ -38,6 +38,7 @@ Engines (the CLI of fuzz/fuzz_decoder.py):
 Usage:
   python fuzz/fuzz_pulsar.py --engine mutate --runs 1000000 --json build/reliability/fuzz-pulsar-mutate.json
   python fuzz/fuzz_pulsar.py --engine atheris --runs 500000
+  python fuzz/fuzz_pulsar.py --asan --runs 200000     # compiled twin built with -fsanitize=address
 
 An input's layout: byte 0 picks max_frame_size, byte 1 the chunking and the
 buffer type, byte 2 a chunk size and the extra batch count, bytes 3..6 a
@@ -56,8 +57,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+if REPO not in sys.path and not os.environ.get("NSQ_FUZZ_ASAN"):
+    sys.path.insert(0, REPO)  # (in ASan mode PYTHONPATH points at the ASan build's copy of the package)
 
 #: Where runs keep their working files (gitignored): the atheris corpus, failing inputs.
 WORK = os.environ.get("PULSAR_FUZZ_WORK") or os.path.join(REPO, "build", "fuzz-pulsar")
@@ -544,10 +545,33 @@ def main(argv=None) -> int:
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="stop the mutate engine after this long (the figures say so)")
     parser.add_argument("--json", help="write the run's figures here")
-    parser.add_argument("--max-rss-growth-mb", type=float, default=32.0,
-                        help="fail when resident memory grows more over the run")
+    parser.add_argument("--max-rss-growth-mb", type=float, default=None,
+                        help="fail when resident memory grows more over the run (default 32, or 128 under ASan)")
+    parser.add_argument("--asan", action="store_true", help="build the compiled twin with ASan and run under it")
     parser.add_argument("--replay", nargs="*", default=None, help="check these saved inputs and exit")
     args = parser.parse_args(argv)
+
+    if args.asan and not os.environ.get("NSQ_FUZZ_ASAN"):
+        import subprocess
+
+        sys.path.insert(0, HERE)
+        import build_asan
+        import fuzz_decoder
+
+        print("ASan selftest: a build with a seeded overflow must be stopped ...", flush=True)
+        selftest = build_asan.selftest(fuzz_decoder.asan_env, package="pulsarfast")
+        print("  " + selftest["asan_selftest"], flush=True)
+        build_dir = build_asan.build(build_asan.DEFAULT_DIRS["pulsarfast"], package="pulsarfast")
+        cmd = [sys.executable, os.path.abspath(__file__), "--engine", args.engine, "--runs", str(args.runs),
+               "--seed", str(args.seed)]
+        for flag, value in (("--max-rss-growth-mb", args.max_rss_growth_mb), ("--max-seconds", args.max_seconds),
+                            ("--json", args.json)):
+            if value is not None:
+                cmd += [flag, str(value)]
+        print("running under AddressSanitizer: %s" % " ".join(cmd), flush=True)
+        env = fuzz_decoder.asan_env(build_dir)
+        env["NSQ_FUZZ_ASAN_SELFTEST"] = selftest["asan_selftest"]
+        return subprocess.call(cmd, env=env)
 
     if args.engine == "atheris" and os.environ.get("PULSAR_FUZZ_CHILD"):
         run_atheris(args.runs, args.seed)  # does not return: libFuzzer exits the process
@@ -567,6 +591,8 @@ def main(argv=None) -> int:
                 print("%s: FAILED: %s" % (path, exc))
         return 1 if failed else 0
     compiled_path = CY.__file__
+    if os.environ.get("NSQ_FUZZ_ASAN") and "pulsarfast-asan" not in compiled_path:
+        raise SystemExit("ASan mode but the compiled twin came from %s" % compiled_path)
     print("fuzzing %s against %s with %s, %d inputs, seed %d"
           % (PY.__name__, compiled_path, args.engine, args.runs, args.seed), flush=True)
 
@@ -598,9 +624,13 @@ def main(argv=None) -> int:
 
 
 def finish(args, figures: dict, compiled_path: str) -> int:
+    if args.max_rss_growth_mb is None:
+        args.max_rss_growth_mb = 128.0 if os.environ.get("NSQ_FUZZ_ASAN") else 32.0
+    if os.environ.get("NSQ_FUZZ_ASAN_SELFTEST"):
+        figures["asan_selftest"] = os.environ["NSQ_FUZZ_ASAN_SELFTEST"]
     growth_mb = (figures.get("rss_end_kb", 0) - figures.get("rss_start_kb", 0)) / 1024.0
     figures.update(
-        target="pulsarfast wire decoders", engine=args.engine, seed=args.seed,
+        target="pulsarfast wire decoders", engine=args.engine, asan=bool(os.environ.get("NSQ_FUZZ_ASAN")), seed=args.seed,
         implementations=["pulsarfast._wire_py (pure)", "pulsarfast._wire (compiled)"],
         decoders=["FrameDecoder.feed", "decode_message", "split_batch", "split_batch_decoded",
                   "proto.decode_command", "proto.decode(MESSAGE_METADATA)", "sansio.PulsarProtocol.receive_data"],
