@@ -154,11 +154,11 @@ def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
         resume = b.event()
         sender = Sender(backend, producer, STREAM, STREAM // 3, resume)
         wait_for(lambda: sender.callbacks >= KILL_AFTER, backend, message="the stream to start")
-        acked_before = len(sender.acknowledged())
         resume.set()  # the sender goes on: sends are in flight when the broker dies
         wait_for(lambda: sender.callbacks >= KILL_AFTER + 50 or sender.done(), backend,
                  message="sends in flight after the resume")
         sender.crashed = True
+        acked_before = len(sender.acknowledged())
         pid = broker.pid
         code = run_blocking(backend, functools.partial(broker.kill, keep_data=True))
         assert code == -signal.SIGKILL, code  # a crash, not a clean stop
