@@ -1,6 +1,7 @@
 """pulsarfast when the Pulsar broker crashes: SIGKILLed mid-stream and started again on the same
 data dir (bookie journal and ledgers, RocksDB metadata store), the same ports and the same config,
-on both backends, with batching on and off.
+on both backends, with batching on and off, and once with a 1 s send timeout and the restart held
+back until every send made while the broker is down has failed (Result.Timeout, reported).
 
 The client is given nothing: it must notice the dead connections, reconnect to the same service URL
 by itself and resend what was waiting. What is checked is the contract of a send: every send gets
@@ -134,9 +135,15 @@ def body(index):
     return b"c-%05d" % index
 
 
-@pytest.mark.parametrize("batching", [True, False], ids=["batching", "no-batching"])
+#: (batching, sends time out while the broker is down): the sends wait through the restart, or
+#: (with a 1 s send timeout, the broker restarted only once every send has its outcome) the ones
+#: made while it was down all fail with Result.Timeout, reported, none acknowledged and lost
+CASES = [(True, False), (False, False), (True, True)]
+
+
+@pytest.mark.parametrize("batching,time_out", CASES, ids=["batching", "no-batching", "batching-sends-time-out"])
 def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
-        crash_broker, pulsar_topic, backend, batching, record_property):
+        crash_broker, pulsar_topic, backend, batching, time_out, record_property):
     broker = crash_broker
     b = get_backend(backend)
     service_url = broker.service_url
@@ -147,7 +154,7 @@ def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
         consumer = client.subscribe(pulsar_topic, "crash", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(
             pulsar_topic, block_if_queue_full=True, max_pending_messages=500,
-            send_timeout_millis=int(RECOVERY * 1000),  # waits through the restart: failures would be timeouts
+            send_timeout_millis=1000 if time_out else int(RECOVERY * 1000),
             batching_enabled=batching, batching_max_messages=50, batching_max_publish_delay_ms=5)
         collector = Collector(backend, consumer)
 
@@ -164,6 +171,11 @@ def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
         assert code == -signal.SIGKILL, code  # a crash, not a clean stop
         at_kill = sender.callbacks
         assert at_kill < STREAM  # the crash hit the stream in the middle
+        if time_out:  # every send gets its outcome while the broker is down: what is left fails
+            wait_for(sender.done, backend, timeout=RECOVERY,
+                     message=lambda: "all %d send callbacks with the broker down, got %d" % (STREAM, sender.callbacks))
+            assert sender.failed(), "sends made with the broker down must fail"
+            assert {res for r in sender.failed().values() for res, _mid in r} == {pulsar.Result.Timeout}
 
         run_blocking(backend, broker.start)  # same data dir, ports and config
         assert broker.pid != pid and broker.service_url == service_url
@@ -182,7 +194,8 @@ def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
         failed = sender.failed()
         assert all(res != pulsar.Result.Ok and mid is None for r in failed.values() for res, mid in r)
         assert all(mid is not None for i in acked for _res, mid in sender.results[i])
-        assert sender.ok_after_crash > 0  # sends in flight at the crash or made after it went through
+        if not time_out:
+            assert sender.ok_after_crash > 0  # sends in flight at the crash or made after it went through
 
         # every acknowledged send is consumed at least once
         want = {body(i) for i in acked}
@@ -195,8 +208,8 @@ def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
         assert collector.errors == []
         assert collector.bodies <= {body(i) for i in range(STREAM)} | {b"after-crash"}
 
-        record_property("fault", "broker SIGKILLed mid-stream, restarted on its data (%s, %s)"
-                        % ("batching" if batching else "no batching", backend))
+        record_property("fault", "broker SIGKILLed mid-stream, restarted on its data (%s%s, %s)"
+                        % ("batching" if batching else "no batching", ", 1 s send timeout" if time_out else "", backend))
         record_property("sent", STREAM)
         record_property("acknowledged", len(acked))
         record_property("acknowledged_before_crash", acked_before)
