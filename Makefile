@@ -74,13 +74,17 @@ FUZZ_RUNS ?= 10000000
 FUZZ_ATHERIS_RUNS ?= 2000000
 FUZZ_ASAN_RUNS ?= 1000000
 FUZZ_SEED ?= 0
+FUZZ_PULSAR_RUNS ?= 1000000
+FUZZ_PULSAR_ATHERIS_RUNS ?= 500000
+FUZZ_PULSAR_ASAN_RUNS ?= 200000
 SOAK_COUNT ?= 10000000
 SOAK_FAULT_MESSAGES ?= 1000000
 RELIABILITY := build/reliability
 
 # The decoder under a mutation fuzzer (compiled and pure compared on every
 # input), a coverage-guided atheris run when atheris installs, and an
-# AddressSanitizer build of the compiled decoder.
+# AddressSanitizer build of the compiled decoder; then pulsarfast's wire
+# decoders (fuzz/fuzz_pulsar.py: compiled and pure twins compared) the same way.
 fuzz: install
 	-$(PY) -m pip install --quiet atheris
 	$(PY) fuzz/fuzz_decoder.py --engine mutate --runs $(FUZZ_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-mutate.json
@@ -88,6 +92,11 @@ fuzz: install
 	  $(PY) fuzz/fuzz_decoder.py --engine atheris --runs $(FUZZ_ATHERIS_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-atheris.json; \
 	else echo "atheris not installable: coverage-guided run skipped"; fi
 	$(PY) fuzz/fuzz_decoder.py --asan --runs $(FUZZ_ASAN_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-asan.json
+	$(PY) fuzz/fuzz_pulsar.py --engine mutate --runs $(FUZZ_PULSAR_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-pulsar-mutate.json
+	if $(PY) -c "import atheris" 2>/dev/null; then \
+	  $(PY) fuzz/fuzz_pulsar.py --engine atheris --runs $(FUZZ_PULSAR_ATHERIS_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-pulsar-atheris.json; \
+	else echo "atheris not installable: coverage-guided Pulsar run skipped"; fi
+	$(PY) fuzz/fuzz_pulsar.py --asan --runs $(FUZZ_PULSAR_ASAN_RUNS) --seed $(FUZZ_SEED) --json $(RELIABILITY)/fuzz-pulsar-asan.json
 
 # 10M messages published and consumed per backend (RSS, leftovers), and the
 # server-fault tests at a million messages.
@@ -96,8 +105,9 @@ soak: install nsq
 	$(PY) soak/report.py faults --messages $(SOAK_FAULT_MESSAGES) --json $(RELIABILITY)/faults-soak.json
 
 # Regenerates docs/reliability.md from the figures the runs above left in build/.
-reliability: install nsq
+reliability: install nsq pulsar
 	$(PY) soak/report.py faults --json $(RELIABILITY)/faults.json
+	$(PY) soak/report.py faults --pulsar --json $(RELIABILITY)/pulsar-faults.json
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:

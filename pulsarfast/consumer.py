@@ -261,11 +261,12 @@ class TopicConsumer:
         except PulsarException:
             pass  # the connection closed: the next subscribe grants permits afresh
 
-    def message_read(self) -> None:
-        """The application took one of this partition's messages from the queue
-        (the read count reaches the flow-control record when permits go out)."""
+    def message_read(self, count: int = 1) -> None:
+        """The application took one of this partition's messages from the queue (or ``count``
+        messages were skipped unread); the read count reaches the flow-control record when
+        permits go out."""
         with self._lock:
-            read = self._read_since_flow + 1
+            read = self._read_since_flow + count
             if read < self._flow_every:
                 self._read_since_flow = read
                 return
@@ -338,13 +339,14 @@ class TopicConsumer:
         logger.error("[%s] message %d:%d %s: not delivered, asked again after the negative-ack delay",
                      self.topic, event.ledger_id, event.entry_id, why)
         batch_size = event.fields[12] if event.fields is not None else None
-        self._skip_unread(batch_size if batch_size and batch_size > 0 else 1)  # (the broker counts a batch's messages)
+        # (the broker counts a batch's messages, as the int32 it parses: a larger count is not one it used)
+        self._skip_unread(batch_size if batch_size and 0 < batch_size < 1 << 31 else 1)
         self.owner.nack_entry(self, event.ledger_id, event.entry_id)
 
     def _skip_unread(self, count: int) -> None:
-        """Messages that will not reach the queue still free their permits."""
-        for _ in range(count):
-            self.message_read()
+        """Messages that will not reach the queue still free their permits (in one go: a batch's
+        count comes from the producer's metadata and may be anything up to 2**31-1)."""
+        self.message_read(count)
 
     def _unpack(self, event: Any) -> list[Message]:
         (_consumer_id, ledger, entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,

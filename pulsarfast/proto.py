@@ -616,7 +616,7 @@ def decode_command(data: Any) -> tuple[int, Any]:
             kind = raw[i + 1]
         elif number == kind or body is None and number > 1:
             body = (number, raw[i + 1])
-    if kind < 0 or not isinstance(kind, int):
+    if not isinstance(kind, int) or kind < 0:  # (a length-delimited type is bytes: no < on it)
         raise ProtocolError("BaseCommand without a type")
     schema = _COMMANDS.get(kind)
     if schema is None:

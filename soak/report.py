@@ -6,9 +6,12 @@
       test_bad_input.py) with pytest and keep what each test recorded
       (record_property: published, acknowledged, duplicates, lost, ...) as JSON.
       --messages runs the server-fault tests at that size (NSQ_FAULT_MESSAGES).
+  python soak/report.py faults --pulsar [--json build/reliability/pulsar-faults.json]
+      the same for pulsarfast's fault tests against a real Pulsar broker
+      (tests/test_pulsar_crash.py: the broker SIGKILLed and restarted on its data).
   python soak/report.py write [--dir build/reliability] [--out docs/reliability.md]
-      read every JSON in --dir (written by `faults`, fuzz/fuzz_decoder.py --json
-      and soak/soak.py --json) and write the page.
+      read every JSON in --dir (written by `faults`, fuzz/fuzz_decoder.py --json,
+      fuzz/fuzz_pulsar.py --json and soak/soak.py --json) and write the page.
 
 `make fuzz`, `make soak` and `make reliability` run these in order.
 """
@@ -29,6 +32,9 @@ REPO = os.path.dirname(HERE)
 DEFAULT_DIR = os.path.join(REPO, "build", "reliability")
 DEFAULT_OUT = os.path.join(REPO, "docs", "reliability.md")
 FAULT_TESTS = ["tests/test_faults.py", "tests/test_network_faults.py", "tests/test_bad_input.py"]
+PULSAR_FAULT_TESTS = ["tests/test_pulsar_crash.py"]
+#: the "target" of fuzz/fuzz_pulsar.py's JSON (fuzz_decoder.py's has none: the NSQ decoder)
+PULSAR_FUZZ_TARGET = "pulsarfast wire decoders"
 
 
 # -- faults: pytest -> JSON -------------------------------------------------------------------
@@ -69,7 +75,10 @@ def run_faults(args) -> int:
         env["NSQ_FAULT_PUBLISHES"] = str(max(1, args.messages * 3 // 5))
     with tempfile.TemporaryDirectory() as tmp:
         xml = os.path.join(tmp, "faults.xml")
-        files = FAULT_TESTS[:1] if args.messages else FAULT_TESTS  # only the server faults have a size
+        if args.pulsar:
+            files = PULSAR_FAULT_TESTS
+        else:
+            files = FAULT_TESTS[:1] if args.messages else FAULT_TESTS  # only the server faults have a size
         cmd = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider",
                "-o", "junit_family=xunit1", "--junitxml=" + xml]
         print(" ".join(cmd), flush=True)
@@ -79,7 +88,8 @@ def run_faults(args) -> int:
             return code or 1
         tests = parse_junit(xml)
     figures = {
-        "kind": "faults", "finished": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        "kind": "faults", "target": "pulsar" if args.pulsar else "nsq",
+        "finished": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
         "messages": args.messages or None, "pytest_exit": code, "tests": tests,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -93,15 +103,19 @@ def run_faults(args) -> int:
 
 
 def load(folder: str) -> dict:
-    found = {"faults": [], "fuzz": [], "soak": []}
+    found = {"faults": [], "fuzz": [], "soak": [], "pulsar_faults": [], "pulsar_fuzz": []}
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         with open(path) as f:
             data = json.load(f)
         data["_file"] = os.path.relpath(path, REPO)
-        if data.get("kind") == "faults":
+        if data.get("kind") == "faults" and data.get("target") == "pulsar":
+            found["pulsar_faults"].append(data)
+        elif data.get("kind") == "faults":
             found["faults"].append(data)
         elif data.get("kind") == "soak":
             found["soak"].append(data)
+        elif "engine" in data and "inputs" in data and data.get("target") == PULSAR_FUZZ_TARGET:
+            found["pulsar_fuzz"].append(data)
         elif "engine" in data and "inputs" in data:
             found["fuzz"].append(data)
     return found
@@ -138,9 +152,9 @@ def write_page(args) -> int:
         "generated, do not edit it by hand. To regenerate it:",
         "",
         "```sh",
-        "make fuzz      # fuzz/fuzz_decoder.py: mutation, atheris and AddressSanitizer runs",
+        "make fuzz      # fuzz/fuzz_decoder.py and fuzz/fuzz_pulsar.py: mutation, atheris and AddressSanitizer runs",
         "make soak      # soak/soak.py: 10,000,000 messages per backend, and the server faults at soak size",
-        "make reliability  # soak/report.py faults (the fault tests) + soak/report.py write (this page)",
+        "make reliability  # soak/report.py faults [--pulsar] (the fault tests) + soak/report.py write (this page)",
         "```",
         "",
         "Generated %s from %s." % (
@@ -188,6 +202,26 @@ def write_page(args) -> int:
                                                               n(d["inputs"])) for d in data["fuzz"]),
                             sum(d.get("failures", 0) for d in data["fuzz"]),
                             n(max(d.get("rss_growth_mb", 0) for d in data["fuzz"])))])
+    # -- pulsar
+    pulsar_tests = [t for d in data["pulsar_faults"] for t in d["tests"]]
+    pulsar_crash = [t for t in pulsar_tests if "acknowledged" in t["figures"]]
+    lost_total += sum(int(t["figures"].get("lost", 0)) for t in pulsar_crash)
+    if pulsar_tests:
+        passed = [t for t in pulsar_tests if t["outcome"] == "passed"]
+        summary.append(["Pulsar broker crashes", "%d of %d runs passed: %s sends, %s acknowledged, %s reported failed, "
+                        "%s acknowledged sends lost" % (
+                            len(passed), len(pulsar_tests), n(sum(int(t["figures"].get("sent", 0)) for t in pulsar_crash)),
+                            n(sum(int(t["figures"].get("acknowledged", 0)) for t in pulsar_crash)),
+                            n(sum(int(t["figures"].get("failed", 0)) for t in pulsar_crash)),
+                            n(sum(int(t["figures"].get("lost", 0)) for t in pulsar_crash)))])
+    if data["pulsar_fuzz"]:
+        summary.append(["Pulsar wire inputs tried", "%s inputs (%s), compiled and pure twins compared on each; "
+                        "failures %d, RSS growth at most %s MB" % (
+                            n(sum(d["inputs"] for d in data["pulsar_fuzz"])),
+                            ", ".join("%s%s %s" % (d["engine"], "+ASan" if d.get("asan") else "", n(d["inputs"]))
+                                      for d in data["pulsar_fuzz"]),
+                            sum(d.get("failures", 0) for d in data["pulsar_fuzz"]),
+                            n(max(d.get("rss_growth_mb", 0) for d in data["pulsar_fuzz"])))])
     summary.append(["Messages lost", "**%d**" % lost_total])
     lines += ["## Summary", ""] + table(["", ""], summary) + [""]
 
@@ -274,6 +308,42 @@ def write_page(args) -> int:
             lines += ["Before each ASan run a copy with a deliberate bug must be caught: %s." % "; ".join(selftests)]
         lines += [""]
 
+    # -- pulsar: broker crashes and wire fuzzing
+    if pulsar_tests:
+        lines += ["## Pulsar broker crashes", "", "A real Pulsar standalone broker SIGKILLed while a pulsarfast producer",
+                  "streams with send_async, then started again on the same data dir (bookie journal and",
+                  "ledgers, RocksDB metadata store), ports and config; the client reconnects by itself",
+                  "(`tests/test_pulsar_crash.py`). Every send must get exactly one outcome, and every",
+                  "acknowledged one must be consumed from the durable subscription made before the stream.", ""]
+        rows = []
+        for t in pulsar_tests:
+            f = t["figures"]
+            rows.append([f.get("fault", short_name(t)), f.get("sent"), f.get("acknowledged"),
+                         f.get("acknowledged_before_crash"), f.get("failed"), f.get("consumed"), f.get("duplicates"),
+                         f.get("lost"), "%ss" % n(f.get("restart_seconds")), t["outcome"], "%.1fs" % t["seconds"]])
+        lines += table(["fault", "sent", "acknowledged", "of them before the kill", "reported failed", "consumed",
+                        "duplicates", "acknowledged but lost", "broker restart", "result", "time"], rows)
+        lines += ["", "Duplicates are redeliveries: acknowledgements in flight at the kill die with the broker.", ""]
+    if data["pulsar_fuzz"]:
+        lines += ["## Pulsar wire fuzzing", "", "`fuzz/fuzz_pulsar.py` builds frames with pulsarfast's own encoders,",
+                  "mutates them (also re-framed with a correct size and crc32c, to reach what lies behind the",
+                  "checksum), cuts the stream into chunks and feeds it to the compiled `pulsarfast._wire` and",
+                  "its pure twin `_wire_py`: the frame decoder, `decode_message`, `split_batch` and",
+                  "`split_batch_decoded`; then the generic command decoder and the sansio receiving path.",
+                  "It fails on any exception but ProtocolError, any disagreement between the twins (result",
+                  "or error class), a crash, or resident memory growing over the run.", ""]
+        rows = []
+        for d in data["pulsar_fuzz"]:
+            rows.append([d["engine"] + (" + ASan" if d.get("asan") else ""), d["inputs"], "%s/s" % n(d.get("rate_per_s")),
+                         "%ss" % n(d.get("seconds")), d.get("distinct_outcomes", "-"),
+                         "%s -> %s" % (n(d.get("rss_start_kb")), n(d.get("rss_end_kb"))), d.get("failures", 0)])
+        lines += table(["engine", "inputs", "rate", "time", "distinct outcomes", "RSS kB (after warm-up -> end)",
+                        "failures"], rows)
+        selftests = sorted({d["asan_selftest"] for d in data["pulsar_fuzz"] if d.get("asan_selftest")})
+        if selftests:
+            lines += ["", "Before the ASan run a copy with a deliberate bug must be caught: %s." % "; ".join(selftests)]
+        lines += [""]
+
     # -- soak
     if soak_runs:
         lines += ["## Long runs", "", "`soak/soak.py`: one process publishes (Writer) and consumes (Reader) through",
@@ -330,12 +400,15 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command")
     faults = sub.add_parser("faults", help="run the fault tests and keep their figures as JSON")
     faults.add_argument("--messages", type=int, default=0, help="server-fault tests at this size (soak)")
-    faults.add_argument("--json", default=os.path.join(DEFAULT_DIR, "faults.json"))
+    faults.add_argument("--pulsar", action="store_true", help="pulsarfast's fault tests against a real Pulsar broker")
+    faults.add_argument("--json", default=None, help="default build/reliability/faults.json (pulsar-faults.json)")
     write = sub.add_parser("write", help="write docs/reliability.md from the JSON files")
     write.add_argument("--dir", default=DEFAULT_DIR)
     write.add_argument("--out", default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if args.command == "faults":
+        if args.json is None:
+            args.json = os.path.join(DEFAULT_DIR, "pulsar-faults.json" if args.pulsar else "faults.json")
         return run_faults(args)
     if args.command is None:
         args = parser.parse_args(["write"] + (argv or sys.argv[1:]))

@@ -142,6 +142,10 @@ class PulsarBroker:
     a broker's admin API wants ``{"Authorization": "Bearer <token>"}``). ``stop()`` (SIGTERM,
     SIGKILL after 15 s) removes the temp dir with data and log. Every listener (binary, web, the
     embedded bookie) is on 127.0.0.1.
+
+    A crash and a restart: ``kill(keep_data=True)`` (SIGKILL, the data dir stays), then ``start()``
+    comes back on the SAME data (the bookie's journal and ledgers, the RocksDB metadata store), the
+    same ports (binary, web and bookie) and the same config. ``restarts`` counts those starts.
     """
 
     binary_name = "pulsar-standalone"
@@ -166,6 +170,9 @@ class PulsarBroker:
         self.web_port = 0
         self.proc: Optional[subprocess.Popen] = None
         self.start_seconds: Optional[float] = None  # how long the last start() took until ready
+        self.bookie_port = 0
+        self.restarts = 0  # starts on the data a kill(keep_data=True) / stop(keep_data=True) left
+        self._kept = False  # the data dir and ports of the last run are kept for the next start()
         self._log_file = None
         self._lock = threading.RLock()
 
@@ -243,11 +250,12 @@ class PulsarBroker:
             os.path.join(self.lib_dir, "*"),
             "org.apache.pulsar.PulsarStandaloneStarter",
             "--config", os.path.join(self.tmp_dir, "standalone.conf"),
-            "--wipe-data",
+            *([] if self._kept else ["--wipe-data"]),
             "--no-functions-worker",
             "--no-stream-storage",
             "--metadata-dir", os.path.join(self.tmp_dir, "metadata"),
             "--bookkeeper-dir", os.path.join(self.tmp_dir, "bookkeeper"),
+            "--bookkeeper-port", str(self.bookie_port),
             "-a", LOOPBACK,
         ]
         return cmd
@@ -269,8 +277,9 @@ class PulsarBroker:
     def start(self) -> "PulsarBroker":
         """Start on fresh free ports and wait until the admin API answers; no-op if running.
 
-        Raises ServerStartError (with the log tail) if the JVM exits or is not ready within
-        ``start_timeout``; nothing is left behind in that case.
+        After ``kill(keep_data=True)`` or ``stop(keep_data=True)`` it starts again on the kept data
+        dir, ports and config instead. Raises ServerStartError (with the log tail) if the JVM exits
+        or is not ready within ``start_timeout``; nothing is left behind in that case.
         """
         with self._lock:
             if self.running:
@@ -278,19 +287,30 @@ class PulsarBroker:
             require_pulsar_lib(self.lib_dir)
             began = time.monotonic()
             try:
+                restart = self._kept
                 self._spawn()
                 self._wait_ready(began + self.start_timeout)
+                if restart:
+                    # On its old data the admin API answers seconds before the bookie is back
+                    # ("Not enough non-faulty bookies"): wait until a message can be stored.
+                    self._wait_ready(began + self.start_timeout, self.healthy)
             except BaseException:  # also a pytest-timeout or Ctrl-C in the middle of the wait
+                self._kept = False
                 self._cleanup(kill=True)
                 raise
+            if self._kept:
+                self.restarts += 1
+            self._kept = False
             self.start_seconds = time.monotonic() - began
             return self
 
     def _spawn(self) -> None:
-        self.tmp_dir = tempfile.mkdtemp(prefix="pulsar-standalone-")
-        self.log_path = os.path.join(self.tmp_dir, "pulsar-standalone.log")
-        self.port = free_port()
-        self.web_port = free_port()
+        if not self._kept:
+            self.tmp_dir = tempfile.mkdtemp(prefix="pulsar-standalone-")
+            self.log_path = os.path.join(self.tmp_dir, "pulsar-standalone.log")
+            self.port = free_port()
+            self.web_port = free_port()
+            self.bookie_port = free_port()
         with open(os.path.join(self.tmp_dir, "standalone.conf"), "w") as f:
             f.write(self._config_text())
         with open(os.path.join(self.tmp_dir, "log4j2.xml"), "w") as f:
@@ -323,14 +343,26 @@ class PulsarBroker:
         except (OSError, http.client.HTTPException, PulsarAdminError, ValueError):
             return False
 
-    def _wait_ready(self, deadline: float) -> None:
+    def healthy(self) -> bool:
+        """The broker's own health check passes: it can write and read a message (its bookie is up)."""
+        try:
+            with urllib.request.urlopen(self.web_url + "/admin/v2/brokers/health", timeout=HTTP_TIMEOUT) as resp:
+                return resp.status == 200 and resp.read().strip() == b"ok"
+        except urllib.error.HTTPError as exc:  # 500: "Not enough non-faulty bookies available", ...
+            exc.close()
+            return False
+        except (OSError, http.client.HTTPException):
+            return False
+
+    def _wait_ready(self, deadline: float, ready: Optional[Any] = None) -> None:
+        ready = ready or self._ready
         while True:
             if self.proc.poll() is not None:
                 raise ServerStartError(
                     f"the Pulsar broker exited with code {self.proc.returncode} during startup "
                     f"(port {self.port}, web {self.web_port}); log tail:\n{self.log_tail(6000)}"
                 )
-            if self._ready():
+            if ready():
                 return
             if time.monotonic() >= deadline:
                 raise ServerStartError(
@@ -339,8 +371,9 @@ class PulsarBroker:
                 )
             time.sleep(0.2)
 
-    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> Optional[int]:
-        """SIGTERM, wait up to ``timeout`` (then SIGKILL); remove the temp dir. Returns the exit code."""
+    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT, keep_data: bool = False) -> Optional[int]:
+        """SIGTERM, wait up to ``timeout`` (then SIGKILL); remove the temp dir (keep it, and the
+        ports, for the next start() with ``keep_data=True``). Returns the exit code."""
         with self._lock:
             proc = self.proc
             if proc is not None and proc.poll() is None:
@@ -349,17 +382,18 @@ class PulsarBroker:
                     proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
                     pass
-            self._cleanup(kill=True)
+            self._cleanup(kill=True, keep_data=keep_data)
             return None if proc is None else proc.returncode
 
-    def kill(self) -> Optional[int]:
-        """SIGKILL at once; remove the temp dir. Returns the exit code."""
+    def kill(self, keep_data: bool = False) -> Optional[int]:
+        """SIGKILL at once (a crash: nothing flushed, no clean shutdown); remove the temp dir, or
+        with ``keep_data=True`` keep it and the ports for the next start(). Returns the exit code."""
         with self._lock:
             proc = self.proc
-            self._cleanup(kill=True)
+            self._cleanup(kill=True, keep_data=keep_data)
             return None if proc is None else proc.returncode
 
-    def _cleanup(self, kill: bool) -> None:
+    def _cleanup(self, kill: bool, keep_data: bool = False) -> None:
         proc = self.proc
         if proc is not None:
             if kill and proc.poll() is None:
@@ -371,6 +405,10 @@ class PulsarBroker:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+        if keep_data and self.tmp_dir is not None:
+            self._kept = True  # the atexit net still removes it if nobody starts or stops it again
+            return
+        self._kept = False
         if self.tmp_dir is not None:
             if os.environ.get("NSQ_TEST_KEEP_DIRS"):
                 sys.stderr.write(f"kept Pulsar broker dir {self.tmp_dir}\n")

@@ -246,6 +246,11 @@ def test_stalled_broker_is_detected_by_keep_alive_and_client_reconnects_after_th
             # nothing arrives, not even PONGs: the keep-alive watchdog closes the connection
             wait_for(lambda: all(c.is_closed() for c in connections), backend,
                      message="the stalled connections to close")
+            # closed by the keep-alive watchdog (nothing, not even a PONG, for two intervals),
+            # not by a request's timeout or an error
+            for c in connections:
+                assert isinstance(c.close_error, pulsar.NotConnected), c.close_error
+                assert "nothing received" in str(c.close_error), c.close_error
             wait_for(lambda: not producer.is_connected() and not consumer.is_connected(), backend,
                      message="producer and consumer to notice")
             assert during == []  # waiting for the broker, not failed
@@ -265,7 +270,9 @@ def test_stalled_broker_is_detected_by_keep_alive_and_client_reconnects_after_th
             got.append(msg.data())
             consumer.acknowledge(msg)
         assert set(got) == {b"during", b"after"}, got
-        assert not any(c.is_closed() for c in client.broker_connections())
+        after = client.broker_connections()
+        assert after and not any(c.is_closed() for c in after)
+        assert not {id(c) for c in after} & {id(c) for c in connections}  # new connections, not the stalled ones
     finally:
         client.close()
 
