@@ -23,6 +23,7 @@ Layout:
     tls.py         the SSLContext of pulsar+ssl:// (trust file, hostname check, client certificate)
     redelivery.py  the unacked-message timeout (timed buckets of entries) and the consumer's dead-letter hooks
     deadletter.py  ConsumerDeadLetterPolicy and the dead-letter topic's producer
+    compression.py LZ4, ZLib, ZSTD and SNAPPY payloads (codec libraries imported on first use)
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
