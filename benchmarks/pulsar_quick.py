@@ -4,8 +4,11 @@ One real Pulsar 4.0.7 standalone broker (tests/pulsar_broker.py, normal JIT and 
 tests' C1-only settings), then for each client, in its own subprocess, on fresh topics:
 
   produce   N 100-byte messages with send_async() + flush()            (timed: first send .. flush returns)
-  consume   the same N from a Shared subscription (Earliest) made before producing,
-            receive() + acknowledge() one by one                       (timed: first receive .. last ack)
+  consume   N messages from a Shared subscription (Earliest), receive() + acknowledge() one by one
+            (timed: first receive .. last ack). Every client drains a backlog of the same shape,
+            written just before its run by the same filler (pulsarfast threads, the client's batching
+            setting with the batching defaults): the same entries, as many messages in each batch,
+            as fresh in the broker's cache, for every consumer
   send      M messages with a blocking send() one at a time            (timed: first send .. last returns)
   ticker    (gevent only) a greenlet ticking every 100 ms while the main greenlet waits 2 s in
             receive() on an empty topic: how many times it ran (the hub was free to run it)
@@ -23,9 +26,12 @@ Clients:
 Every producer: max_pending_messages=1000 (the default of both) and block_if_queue_full=True
 (without it send_async of 100k messages fails with ProducerQueueIsFull in both clients).
 
-The consumer subscription is created (and its consumer closed again) before producing, so the
-subscription holds the backlog; the consume phase then subscribes again and drains it. It is
-not open during the produce phase, so neither phase pays for the other.
+The consume backlog is written right before each client's run (see consume above), its
+subscription made first, so it holds all of it; a client's produce
+phase writes to a topic of its own without subscriptions, so neither phase pays for the other.
+Each client draining its own producer's backlog would not compare consumers: the official
+producer, slower, closes its batches on the 10 ms timer with a third as many messages in each,
+and a consumer's pace with the default receiver queue (1000) depends on the batch size.
 
 Checks (a row prints FAIL when one does not hold): the broker's msgInCounter of the topic equals
 the number produced; every send callback / send() reported Ok; the consumer got N messages with N
@@ -208,12 +214,16 @@ def child_main(cfg: dict) -> dict:
     producer_args = dict(block_if_queue_full=True, max_pending_messages=1000,
                          batching_enabled=cfg["batching"])
     try:
+        if "fill" in cfg["workloads"]:
+            out["workloads"]["fill"] = fill_workload(pulsar, client, cfg, producer_args)
+
         if "produce" in cfg["workloads"] or "consume" in cfg["workloads"]:
             topic = cfg["topic_produce"]
-            # the subscription exists before producing, so it holds every message as backlog
-            consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
-                                        initial_position=pulsar.InitialPosition.Earliest)
-            consumer.close()
+            if "topic_consume" not in cfg:
+                # the subscription exists before producing, so it holds every message as backlog
+                consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
+                                            initial_position=pulsar.InitialPosition.Earliest)
+                consumer.close()
 
             bodies = payloads(n, b"p")
             done = {"ok": 0, "err": 0, "first_error": None}
@@ -241,8 +251,10 @@ def child_main(cfg: dict) -> dict:
             out["workloads"]["produce"] = result
 
             if "consume" in cfg["workloads"]:
-                consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
-                                            initial_position=pulsar.InitialPosition.Earliest)
+                consumer = client.subscribe(cfg.get("topic_consume", topic), cfg.get("consume_subscription", SUBSCRIPTION),
+                                            consumer_type=pulsar.ConsumerType.Shared,
+                                            initial_position=pulsar.InitialPosition.Earliest,
+                                            receiver_queue_size=cfg.get("receiver_queue_size", 1000))
                 receive = consumer.receive
                 acknowledge = consumer.acknowledge
                 seen = set()
@@ -290,6 +302,26 @@ def child_main(cfg: dict) -> dict:
     if meter.profile_text is not None:
         out["profile"] = meter.profile_text
     return out
+
+
+def fill_workload(pulsar, client, cfg: dict, producer_args: dict) -> dict:
+    """The backlog every client of a run drains: one subscription per client, then N messages."""
+    topic = cfg["topic_consume"]
+    for name in cfg["fill_subscriptions"]:
+        client.subscribe(topic, name, consumer_type=pulsar.ConsumerType.Shared,
+                         initial_position=pulsar.InitialPosition.Earliest).close()
+    done = {"ok": 0, "err": 0}
+
+    def callback(res, _msg_id):
+        done["ok" if res == pulsar.Result.Ok else "err"] += 1
+
+    producer = client.create_producer(topic, **producer_args)
+    for body in payloads(cfg["messages"], b"p"):
+        producer.send_async(body, callback)
+    producer.flush()
+    producer.close()
+    return {"ok": done["ok"], "err": done["err"], "count": cfg["messages"], "seconds": None, "rate": None,
+            "client_cpu_us_per_msg": None, "broker_cpu_us_per_msg": None, "other_cpu_pct": None, "checks": []}
 
 
 def ticker_workload(pulsar, client, topic: str) -> dict:
@@ -344,10 +376,10 @@ def run_child(cfg: dict, timeout: float) -> dict:
     return result
 
 
-def wait_backlog_zero(broker, topic: str, seconds: float = 10.0):
+def wait_backlog_zero(broker, topic: str, subscription: str = SUBSCRIPTION, seconds: float = 10.0):
     deadline = time.monotonic() + seconds
     while True:
-        backlog = broker.topic_stats(topic)["subscriptions"][SUBSCRIPTION]["msgBacklog"]
+        backlog = broker.topic_stats(topic)["subscriptions"][subscription]["msgBacklog"]
         if backlog == 0 or time.monotonic() >= deadline:
             return backlog
         time.sleep(0.2)
@@ -376,7 +408,8 @@ def check_run(broker, cfg: dict, result: dict) -> None:
         if r["received"] != n or r["distinct"] != n or r["unexpected"]:
             fails.append(f"received {r['received']}, {r['distinct']} distinct payloads "
                          f"({r['unexpected']} not produced), expected {n}")
-        backlog = wait_backlog_zero(broker, cfg["topic_produce"])
+        backlog = wait_backlog_zero(broker, cfg.get("topic_consume", cfg["topic_produce"]),
+                                    cfg.get("consume_subscription", SUBSCRIPTION))
         r["backlog_after"] = backlog
         if backlog != 0:
             fails.append(f"subscription backlog {backlog} after the consumer closed")
@@ -463,7 +496,8 @@ def markdown(rows: list, meta: dict) -> str:
     lines = [
         f"Pulsar {meta['pulsar_version']} standalone (JVM: {' '.join(meta['broker_jvm_args'])}), "
         f"{meta['messages']:,} × {PAYLOAD_SIZE} B messages (blocking send: {meta['send_messages']:,}), "
-        f"median of {meta['runs']} run(s), each client in its own process; {meta['cpus']} CPUs, load average "
+        f"median of {meta['runs']} run(s), each client in its own process, receiver_queue_size "
+        f"{meta.get('receiver_queue_size', 1000)}; {meta['cpus']} CPUs, load average "
         f"{meta['loadavg_before']} before and {meta.get('loadavg_after', '?')} after; broker config: {config}; "
         f"{meta['started']}.",
         "",
@@ -528,6 +562,8 @@ def main() -> int:
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra broker.conf entry (repeatable), e.g. journalFlushWhenQueueEmpty=true")
     parser.add_argument("--json", default=DEFAULT_JSON, help="where to write the results")
+    parser.add_argument("--receiver-queue-size", type=int, default=1000,
+                        help="the consumers' receiver_queue_size (1000: both clients' default)")
     parser.add_argument("--no-profile-misses", dest="profile_misses", action="store_false",
                         help="do not profile the clients that miss a target")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -568,6 +604,7 @@ def main() -> int:
         "clients": clients,
         "broker_jvm_args": list(BROKER_JVM_ARGS),
         "broker_config": broker_config,
+        "receiver_queue_size": args.receiver_queue_size,
         "python": sys.version.split()[0],
         "machine": platform.platform(),
         "cpus": os.cpu_count(),
@@ -577,7 +614,8 @@ def main() -> int:
             "pulsarfast gevent runs use backend='gevent' in a process that does not monkey-patch",
             "producers: max_pending_messages=1000, block_if_queue_full=True",
             "official-batching: batching_enabled=True (1000 msgs / 128 KiB / 10 ms); no blocking send row",
-            "subscription created (consumer closed) before producing; the consume phase drains the backlog",
+            "consume: every client drains a backlog written just before by the same filler (pulsarfast "
+            "threads, the client's batching setting)",
         ],
     }
     broker = PulsarBroker(config=broker_config, jvm_args=BROKER_JVM_ARGS)
@@ -597,7 +635,7 @@ def main() -> int:
                 "messages": args.messages, "send_messages": args.send_messages,
                 "topic_produce": f"pq-{name}-{tag}-{uid}-p", "topic_send": f"pq-{name}-{tag}-{uid}-s",
                 "topic_ticker": f"pq-{name}-{tag}-{uid}-t",
-                "workloads": list(workloads),
+                "workloads": list(workloads), "receiver_queue_size": args.receiver_queue_size,
             }
 
         if not args.no_warmup:
@@ -616,6 +654,16 @@ def main() -> int:
                 workloads = [w for w in WORKLOADS if not (w == "send" and CLIENTS[name]["batching"])
                              and (w != "ticker" or name in TICKER_CLIENTS)]
                 cfg = config(name, f"r{run}", workloads)
+                # the backlog this client drains, written just before by the same filler for every client
+                # (the same entries, batched the same way, as fresh in the broker's cache)
+                batching = CLIENTS[name]["batching"]
+                fill = config("pulsarfast-threads-batching" if batching else "pulsarfast-threads", f"r{run}fill",
+                              ("fill",))
+                fill["topic_consume"] = cfg["topic_consume"] = f"{cfg['topic_produce'][:-2]}-c"
+                fill["fill_subscriptions"] = [SUBSCRIPTION]
+                filled = run_child(fill, timeout).get("workloads", {}).get("fill", {})
+                if filled.get("ok") != args.messages:
+                    raise SystemExit(f"filling {fill['topic_consume']} failed: {filled}")
                 t = time.monotonic()
                 result = run_child(cfg, timeout)
                 if "error" not in result:
