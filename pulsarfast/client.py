@@ -19,7 +19,8 @@ import logging
 import re
 from typing import Any
 
-from msgengine.runtime import Backend, fork_generation, from_any_thread, get_backend, on_fork_in_child
+from msgengine.backoff import reconnect_delay
+from msgengine.runtime import Backend, fork_generation, from_any_thread, get_backend, monotonic, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
 from .auth import Authentication
@@ -28,7 +29,16 @@ from .connection import BrokerConnection
 from .consumer import Consumer, MessageListener, TopicConsumer
 from .deadletter import dead_letter_policy_arg
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
-from .errors import AlreadyClosed, ForkedError, InvalidConfiguration, PulsarException
+from .errors import (
+    AlreadyClosed,
+    BrokerMetadataError,
+    BrokerPersistenceError,
+    ForkedError,
+    InvalidConfiguration,
+    PulsarException,
+    ServiceUnitNotReady,
+    TooManyLookupRequestException,
+)
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
 from .message import MessageId
@@ -41,6 +51,9 @@ from .tls import check_argument_types, make_client_context
 from .topics import full_topic_name, parse_service_url, partition_name
 
 logger = logging.getLogger(__name__)
+
+#: a live broker's "not now" when a producer or consumer is created: tried again within the operation timeout
+_NOT_READY_YET = (BrokerPersistenceError, BrokerMetadataError, ServiceUnitNotReady, TooManyLookupRequestException)
 
 
 def _int_arg(name: str, value: Any, minimum: int = 0) -> int:
@@ -401,7 +414,7 @@ class Client:
         started = []
         try:
             for target in targets:
-                link = target.establish()
+                link = self.establish_retrying(target)
                 started.append((target, link))
         except BaseException:
             for target, _link in started:
@@ -412,6 +425,23 @@ class Client:
             raise
         for target, link in started:
             self._supervisor.adopt(target, link)
+
+    def establish_retrying(self, target: Any) -> Any:
+        """target.establish(), tried again with backoff while the broker answers that it cannot
+        serve yet (its storage or metadata not ready, a bundle moving, too many lookups), within
+        the operation timeout, as the official clients do; other errors reach the caller at once."""
+        deadline = monotonic() + self.operation_timeout
+        failures = 0
+        while True:
+            try:
+                return target.establish()
+            except _NOT_READY_YET as exc:
+                failures += 1
+                delay = reconnect_delay(failures, cap=1.0)
+                if monotonic() + delay >= deadline:
+                    raise
+                logger.info("creating %r: %s; trying again in %.2fs", target, exc, delay)
+                self.backend.sleep(delay)
 
     @from_any_thread()
     def close(self) -> None:

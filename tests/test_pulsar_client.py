@@ -672,3 +672,41 @@ def test_options_this_version_does_not_support_are_refused_clearly(make_client, 
         client.subscribe(pulsar_topic, "sub", crypto_key_reader=object())
     consumer = client.subscribe(pulsar_topic, "sub", schema=pulsar.BytesSchema())  # the default schema is fine
     consumer.close()
+
+
+class _FlakyTarget:
+    """A producer or consumer stand-in whose creation the broker refuses `refusals` times."""
+
+    def __init__(self, refusals, error):
+        self.refusals = refusals
+        self.error = error
+        self.attempts = 0
+
+    def establish(self):
+        self.attempts += 1
+        if self.attempts <= self.refusals:
+            raise self.error("Not enough non-faulty bookies available")
+        return "link"
+
+
+@pytest.mark.parametrize("error", [pulsar.BrokerPersistenceError, pulsar.ServiceUnitNotReady])
+def test_creation_is_tried_again_while_the_broker_is_not_ready_yet(backend, error):
+    """After a broker restart its storage may refuse for a moment: create_producer/subscribe try
+    again within the operation timeout, as the official clients do (no connection is made here)."""
+    client = pulsar.Client("pulsar://127.0.0.1:1", operation_timeout_seconds=10, backend=backend)
+    try:
+        target = _FlakyTarget(2, error)
+        assert client.establish_retrying(target) == "link"
+        assert target.attempts == 3
+        never = _FlakyTarget(10 ** 6, error)
+        short = pulsar.Client("pulsar://127.0.0.1:1", operation_timeout_seconds=1, backend=backend)
+        with pytest.raises(error):
+            short.establish_retrying(never)  # the operation timeout bounds the retries
+        assert 1 < never.attempts < 50
+        short.close()
+        wrong = _FlakyTarget(1, pulsar.AuthenticationError)
+        with pytest.raises(pulsar.AuthenticationError):
+            client.establish_retrying(wrong)  # any other refusal reaches the caller at once
+        assert wrong.attempts == 1
+    finally:
+        client.close()
