@@ -29,7 +29,6 @@ the stream. So any byte string is a valid input, for either engine.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -42,6 +41,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 if REPO not in sys.path and not os.environ.get("NSQ_FUZZ_ASAN"):
     sys.path.insert(0, REPO)  # (in ASan mode PYTHONPATH points at the ASan build's copy of the package)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import harness  # noqa: E402 - fuzz/harness.py, beside this file
 
 #: Where runs keep their working files (gitignored): the atheris corpus, failing inputs.
 WORK = os.environ.get("NSQ_FUZZ_WORK") or os.path.join(REPO, "build", "fuzz")
@@ -236,20 +239,11 @@ def mutate(data: bytes, rng: random.Random, corpus: list) -> bytes:
 
 
 def rss_kb() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    return harness.rss_kb()
 
 
 def save_crash(data: bytes) -> str:
-    folder = os.path.join(WORK, "crashes")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "crash-" + hashlib.sha1(data).hexdigest()[:16])
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
+    return harness.save_crash(WORK, data)
 
 
 # -- engines -------------------------------------------------------------------------------
@@ -296,50 +290,13 @@ def run_mutate(runs: int, seed: int, progress: float = 10.0, corpus_limit: int =
     }
 
 
+def _instrumented() -> None:
+    import nsq._frame_py  # noqa: F401 - instrumented for coverage
+
+
 def run_atheris(runs: int, seed: int) -> dict:
-    try:
-        import atheris
-    except ImportError as exc:
-        raise SystemExit("atheris is not installed (pip install atheris): %s" % exc)
-    with atheris.instrument_imports():
-        import nsq._frame_py  # noqa: F401 - instrumented for coverage
-    setup()
-    state = {"n": 0, "rss_start": None, "started": time.monotonic()}
-    warmup = min(200_000, runs // 10)
-    report_path = os.environ.get("FUZZ_ATHERIS_REPORT")
-
-    def one(data: bytes) -> None:
-        state["n"] += 1
-        if state["n"] == warmup:
-            state["rss_start"] = rss_kb()
-        try:
-            check(data)
-        except Mismatch:
-            print("FAILING INPUT saved to %s" % save_crash(data), file=sys.stderr)
-            raise
-        if state["n"] == runs and report_path:
-            # libFuzzer exits the process after the last run: write the figures first
-            elapsed = time.monotonic() - state["started"]
-            with open(report_path, "w") as f:
-                json.dump({"inputs": state["n"], "seconds": round(elapsed, 1),
-                           "rate_per_s": round(state["n"] / max(elapsed, 1e-9)),
-                           "rss_start_kb": state["rss_start"] or rss_kb(), "rss_end_kb": rss_kb()}, f)
-
-    corpus_dir = os.path.join(WORK, "corpus")
-    os.makedirs(corpus_dir, exist_ok=True)
-    rng = random.Random(seed)
-    for i, data in enumerate(seed_streams(rng)):
-        path = os.path.join(corpus_dir, "seed-%03d" % i)
-        if not os.path.exists(path):
-            with open(path, "wb") as f:
-                f.write(data)
-    argv = [sys.argv[0], "-runs=%d" % runs, "-seed=%d" % (seed or 1), "-max_len=%d" % (HEADER + MAX_STREAM),
-            "-rss_limit_mb=4096", "-print_final_stats=1",
-            "-artifact_prefix=%s/" % os.path.join(WORK, "crashes"), corpus_dir]
-    os.makedirs(os.path.join(WORK, "crashes"), exist_ok=True)
-    atheris.Setup(argv, one)
-    atheris.Fuzz()  # exits the process
-    return {}
+    return harness.run_atheris(runs, seed, work=WORK, max_len=HEADER + MAX_STREAM, instrument=_instrumented,
+                               setup=setup, check=check, mismatch=Mismatch, seeds=seed_streams, warmup_cap=200_000)
 
 
 # -- AddressSanitizer build ------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""What the two decoder fuzzers (fuzz_decoder.py for NSQ, fuzz_pulsar.py for
+Pulsar) share: resident memory, saving a failing input, and the coverage-guided
+atheris engine around a fuzzer's own ``check``. Each fuzzer keeps what is its
+own: the seeds, the mutations, what one input is checked for."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from typing import Callable, Iterable
+
+
+def rss_kb() -> int:
+    """This process's resident memory, in kB (VmRSS)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def save_crash(work: str, data: bytes) -> str:
+    """Keep a failing input under work/crashes/, named by its hash; returns the path."""
+    folder = os.path.join(work, "crashes")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "crash-" + hashlib.sha1(data).hexdigest()[:16])
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def run_atheris(runs: int, seed: int, *, work: str, max_len: int, instrument: Callable[[], None],
+                setup: Callable[[], None], check: Callable[[bytes], object], mismatch: type,
+                seeds: Callable[[random.Random], Iterable[bytes]], warmup_cap: int) -> dict:
+    """atheris (libFuzzer) over check(): instrument() imports the pure decoders under atheris'
+    instrumentation, seeds(rng) fills the corpus. libFuzzer exits the process after the last run,
+    so the figures go to $FUZZ_ATHERIS_REPORT from inside the last call."""
+    try:
+        import atheris
+    except ImportError as exc:
+        raise SystemExit("atheris is not installed (pip install atheris): %s" % exc)
+    with atheris.instrument_imports():
+        instrument()
+    setup()
+    state = {"n": 0, "rss_start": None, "started": time.monotonic()}
+    warmup = min(warmup_cap, runs // 10)
+    report_path = os.environ.get("FUZZ_ATHERIS_REPORT")
+
+    def one(data: bytes) -> None:
+        state["n"] += 1
+        if state["n"] == warmup:
+            state["rss_start"] = rss_kb()
+        try:
+            check(data)
+        except mismatch:
+            print("FAILING INPUT saved to %s" % save_crash(work, data), file=sys.stderr)
+            raise
+        if state["n"] == runs and report_path:
+            elapsed = time.monotonic() - state["started"]
+            with open(report_path, "w") as f:
+                json.dump({"inputs": state["n"], "seconds": round(elapsed, 1),
+                           "rate_per_s": round(state["n"] / max(elapsed, 1e-9)),
+                           "rss_start_kb": state["rss_start"] or rss_kb(), "rss_end_kb": rss_kb()}, f)
+
+    corpus_dir = os.path.join(work, "corpus")
+    os.makedirs(corpus_dir, exist_ok=True)
+    for i, data in enumerate(seeds(random.Random(seed))):
+        path = os.path.join(corpus_dir, "seed-%03d" % i)
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(data)
+    argv = [sys.argv[0], "-runs=%d" % runs, "-seed=%d" % (seed or 1), "-max_len=%d" % max_len,
+            "-rss_limit_mb=4096", "-print_final_stats=1",
+            "-artifact_prefix=%s/" % os.path.join(work, "crashes"), corpus_dir]
+    os.makedirs(os.path.join(work, "crashes"), exist_ok=True)
+    atheris.Setup(argv, one)
+    atheris.Fuzz()  # exits the process
+    return {}
