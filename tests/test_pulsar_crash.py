@@ -24,6 +24,7 @@ import pytest
 import pulsarfast as pulsar
 from msgengine.runtime import get_backend
 from pulsar_broker import PulsarBroker, require_pulsar_lib
+from pulsar_streams import Collector, Sender
 from waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(420)
@@ -48,87 +49,6 @@ def crash_broker():
         yield broker
     finally:
         broker.stop()
-
-
-class Collector:
-    """A consumer task (thread or greenlet of the backend) that receives, acknowledges and counts
-    every payload until stopped."""
-
-    def __init__(self, backend, consumer):
-        self.consumer = consumer
-        self.bodies = set()
-        self.deliveries = 0
-        self.errors = []
-        self.running = True
-        self.task = get_backend(backend).spawn(self._run)
-
-    def _run(self):
-        while self.running:
-            try:
-                msg = self.consumer.receive(timeout_millis=RECEIVE_MS)
-            except pulsar.Timeout:
-                continue
-            except pulsar.AlreadyClosed:
-                return
-            except Exception as exc:  # reported by the test
-                self.errors.append(exc)
-                return
-            self.deliveries += 1
-            self.bodies.add(msg.data())
-            try:
-                self.consumer.acknowledge(msg)
-            except pulsar.PulsarException:
-                pass  # the connection died under the ack: the message comes again (a duplicate)
-
-    def stop(self):
-        self.running = False
-        self.task.join(5)
-
-
-class Sender:
-    """A task sending ``count`` messages with send_async, pausing at ``pause_at`` until ``resume``
-    is set; remembers every callback's outcome by index and when it came (before/after the crash)."""
-
-    def __init__(self, backend, producer, count, pause_at, resume):
-        self.backend = get_backend(backend)
-        self.producer = producer
-        self.count = count
-        self.pause_at = pause_at
-        self.resume = resume
-        self.results = {}
-        self.callbacks = 0
-        self.errors = []
-        self.crashed = False  # set by the test when it kills the broker
-        self.ok_after_crash = 0
-        self.task = self.backend.spawn(self._run)
-
-    def _callback(self, index):
-        def callback(result, message_id):
-            self.callbacks += 1
-            self.results.setdefault(index, []).append((result, message_id))
-            if self.crashed and result == pulsar.Result.Ok:
-                self.ok_after_crash += 1
-        return callback
-
-    def _run(self):
-        try:
-            for i in range(self.count):
-                if i == self.pause_at:
-                    self.resume.wait(WAIT)
-                self.producer.send_async(body(i), self._callback(i))
-                if i % 50 == 49:
-                    self.backend.sleep(0.002)  # keep the stream going for a while
-        except Exception as exc:
-            self.errors.append(exc)
-
-    def done(self):
-        return self.callbacks >= self.count
-
-    def acknowledged(self):
-        return {i for i, r in self.results.items() if [res for res, _mid in r] == [pulsar.Result.Ok]}
-
-    def failed(self):
-        return {i: r for i, r in self.results.items() if [res for res, _mid in r] != [pulsar.Result.Ok]}
 
 
 def body(index):
@@ -156,10 +76,10 @@ def test_broker_killed_and_restarted_on_its_data_loses_no_acknowledged_send(
             pulsar_topic, block_if_queue_full=True, max_pending_messages=500,
             send_timeout_millis=1000 if time_out else int(RECOVERY * 1000),
             batching_enabled=batching, batching_max_messages=50, batching_max_publish_delay_ms=5)
-        collector = Collector(backend, consumer)
+        collector = Collector(backend, consumer, RECEIVE_MS, ack_failures_are_duplicates=True)
 
         resume = b.event()
-        sender = Sender(backend, producer, STREAM, STREAM // 3, resume)
+        sender = Sender(backend, producer, STREAM, STREAM // 3, resume, WAIT, body=body)
         wait_for(lambda: sender.callbacks >= KILL_AFTER, backend, message="the stream to start")
         resume.set()  # the sender goes on: sends are in flight when the broker dies
         wait_for(lambda: sender.callbacks >= KILL_AFTER + 50 or sender.done(), backend,

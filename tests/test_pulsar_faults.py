@@ -15,6 +15,7 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.runtime import get_backend
+from pulsar_streams import Collector, Sender
 from waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(150)
@@ -32,81 +33,6 @@ def proxied_client(proxy, backend, **kwargs):
     return pulsar.Client("pulsar://%s" % proxy.address, backend=backend, **kwargs)
 
 
-class Collector:
-    """A consumer task (thread or greenlet of the backend) that receives,
-    acknowledges and remembers every payload until stopped."""
-
-    def __init__(self, backend, consumer):
-        self.consumer = consumer
-        self.bodies = set()
-        self.deliveries = 0
-        self.errors = []
-        self.running = True
-        self.task = get_backend(backend).spawn(self._run)
-
-    def _run(self):
-        while self.running:
-            try:
-                msg = self.consumer.receive(timeout_millis=RECEIVE_MS)
-            except pulsar.Timeout:
-                continue
-            except pulsar.AlreadyClosed:
-                return
-            except Exception as exc:  # reported by the test
-                self.errors.append(exc)
-                return
-            self.deliveries += 1
-            self.bodies.add(msg.data())
-            try:
-                self.consumer.acknowledge(msg)
-            except Exception as exc:
-                self.errors.append(exc)
-
-    def stop(self):
-        self.running = False
-        self.task.join(5)
-
-
-class Sender:
-    """A task sending ``count`` messages with send_async, pausing at
-    ``pause_at`` until ``resume`` is set (so that the fault hits while sends
-    are in flight)."""
-
-    def __init__(self, backend, producer, count, pause_at, resume):
-        self.backend = get_backend(backend)
-        self.producer = producer
-        self.count = count
-        self.pause_at = pause_at
-        self.resume = resume
-        self.results = {}
-        self.callbacks = 0
-        self.errors = []
-        self.task = self.backend.spawn(self._run)
-
-    def _callback(self, index):
-        def callback(result, message_id):
-            self.callbacks += 1
-            self.results.setdefault(index, []).append((result, message_id))
-        return callback
-
-    def _run(self):
-        try:
-            for i in range(self.count):
-                if i == self.pause_at:
-                    self.resume.wait(WAIT)
-                self.producer.send_async(b"m-%05d" % i, self._callback(i))
-                if i % 50 == 49:
-                    self.backend.sleep(0.002)  # keep the stream going for a while
-        except Exception as exc:
-            self.errors.append(exc)
-
-    def done(self):
-        return self.callbacks >= self.count
-
-    def not_ok(self):
-        return {i: r for i, r in self.results.items() if [res for res, _mid in r] != [pulsar.Result.Ok]}
-
-
 def expected_bodies(count):
     return {b"m-%05d" % i for i in range(count)}
 
@@ -118,7 +44,7 @@ def check_stream(backend, sender, collector):
              % (sender.count, sender.callbacks, sender.errors))
     assert sender.errors == []
     assert sorted(sender.results) == list(range(sender.count))
-    assert sender.not_ok() == {}
+    assert sender.failed() == {}
     assert all(mid is not None for r in sender.results.values() for _res, mid in r)
     want = expected_bodies(sender.count)
     wait_for(lambda: want <= collector.bodies, backend,
@@ -164,12 +90,12 @@ def test_topic_unload_mid_stream_loses_no_send_and_no_message(pulsar_broker, pul
     try:
         consumer = client.subscribe(pulsar_topic, "unload", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(pulsar_topic, block_if_queue_full=True, send_timeout_millis=30000)
-        collector = Collector(backend, consumer)
+        collector = Collector(backend, consumer, RECEIVE_MS)
         stats = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
         publisher_before = stats["publishers"][0]["connectedSince"]
 
         resume = b.event()
-        sender = Sender(backend, producer, STREAM, STREAM // 3, resume)
+        sender = Sender(backend, producer, STREAM, STREAM // 3, resume, WAIT)
         wait_for(lambda: sender.callbacks >= 200, backend, message="the stream to start")
         resume.set()  # the sender goes on while the broker unloads the topic
         run_blocking(backend, pulsar_broker.unload_topic, pulsar_topic)
@@ -199,11 +125,11 @@ def test_dropped_connection_mid_stream_loses_no_send_and_no_message(
     try:
         consumer = client.subscribe(pulsar_topic, "drop", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(pulsar_topic, block_if_queue_full=True, send_timeout_millis=30000)
-        collector = Collector(backend, consumer)
+        collector = Collector(backend, consumer, RECEIVE_MS)
         accepted = proxy.connections_accepted
 
         resume = b.event()
-        sender = Sender(backend, producer, STREAM, STREAM // 3, resume)
+        sender = Sender(backend, producer, STREAM, STREAM // 3, resume, WAIT)
         wait_for(lambda: sender.callbacks >= 200, backend, message="the stream to start")
         resume.set()
         dropped = run_blocking(backend, getattr(proxy, how))  # every connection: lookups' and the data's
