@@ -268,6 +268,25 @@ def pulsar_service_url(pulsar_broker) -> str:
     return pulsar_broker.service_url
 
 
+@pytest.fixture
+def make_client(pulsar_broker, backend):
+    """``make_client(**kw) -> pulsar.Client`` on the session's broker and the test's backend; all closed at teardown."""
+    clients = []
+
+    def make(**kwargs):
+        kwargs.setdefault("operation_timeout_seconds", 15)
+        kwargs.setdefault("backend", backend)
+        import pulsarfast  # (here: a run of the NSQ tests alone never imports it)
+
+        client = pulsarfast.Client(pulsar_broker.service_url, **kwargs)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in reversed(clients):
+        client.close()
+
+
 _PULSAR_TOPIC_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_]+")
 
 

@@ -29,23 +29,6 @@ RECEIVE_MS = 10_000  # a message that was sent must arrive within this
 EMPTY_MS = 1_000  # how long "nothing more comes" is watched
 
 
-@pytest.fixture
-def make_client(pulsar_broker, backend):
-    """``make_client(**kw) -> pulsar.Client`` on the session's broker and the test's backend; all closed at teardown."""
-    clients = []
-
-    def make(**kwargs):
-        kwargs.setdefault("operation_timeout_seconds", 15)
-        kwargs.setdefault("backend", backend)
-        client = pulsar.Client(pulsar_broker.service_url, **kwargs)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in reversed(clients):
-        client.close()
-
-
 def full(name: str) -> str:
     return "persistent://public/default/" + name
 

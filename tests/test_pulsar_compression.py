@@ -68,23 +68,6 @@ def topic_stats(broker, backend, topic):
     return run_blocking(backend, broker.topic_stats, topic)
 
 
-@pytest.fixture
-def make_client(pulsar_broker, backend):
-    """``make_client(**kw) -> pulsar.Client`` on the session's broker and the test's backend; all closed at teardown."""
-    clients = []
-
-    def make(**kwargs):
-        kwargs.setdefault("operation_timeout_seconds", 15)
-        kwargs.setdefault("backend", backend)
-        client = pulsar.Client(pulsar_broker.service_url, **kwargs)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in reversed(clients):
-        client.close()
-
-
 # ----------------------------------------------------------------------------- the codecs alone
 
 

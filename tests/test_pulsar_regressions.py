@@ -47,23 +47,6 @@ RECEIVE_MS = 10_000  # a message that is due must arrive within this
 OFFICIAL_LOGGER = logging.getLogger("pulsar-official-client")
 
 
-@pytest.fixture
-def make_client(pulsar_broker, backend):
-    """``make_client(**kw) -> pulsar.Client`` on the session's broker and the test's backend; all closed at teardown."""
-    clients = []
-
-    def make(**kwargs):
-        kwargs.setdefault("operation_timeout_seconds", 15)
-        kwargs.setdefault("backend", backend)
-        client = pulsar.Client(pulsar_broker.service_url, **kwargs)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in reversed(clients):
-        client.close()
-
-
 def entry_of(message_id):
     return (message_id.ledger_id(), message_id.entry_id(), message_id.partition())
 
