@@ -102,40 +102,7 @@ def split(data: bytes) -> tuple[int, list, int]:
     head = data[:HEADER].ljust(HEADER, b"\0")
     stream = data[HEADER : HEADER + MAX_STREAM]
     max_frame_size = MAX_FRAME_SIZES[head[0] % len(MAX_FRAME_SIZES)]
-    mode = head[1] & 3
-    if mode == 0:
-        cuts = [len(stream)]
-    elif mode == 1 and len(stream) <= 128:
-        cuts = [1] * len(stream)  # byte at a time
-    elif mode == 2 or mode == 1:
-        size = head[2] % 64 + 1
-        cuts = [size] * (len(stream) // size + 1)
-    else:
-        pattern = [b % 97 for b in head[3:7]]  # 0: an empty chunk
-        if not any(pattern):
-            pattern = [1]
-        cuts = []
-        total = 0
-        i = 0
-        while total < len(stream):
-            cuts.append(pattern[i % len(pattern)])
-            total += pattern[i % len(pattern)]
-            i += 1
-    kind = (head[1] >> 2) & 3
-    chunks = []
-    pos = 0
-    for size in cuts:
-        piece = stream[pos : pos + size]
-        pos += size
-        if kind == 1:
-            piece = bytearray(piece)
-        elif kind == 2:
-            piece = memoryview(piece)
-        elif kind == 3:
-            piece = memoryview(bytearray(piece))
-        chunks.append(piece)
-        if pos >= len(stream):
-            break
+    chunks = harness.chunks_of(head, stream, 128)
     return max_frame_size, chunks, head[2] >> 5  # 0..7
 
 

@@ -1,5 +1,5 @@
 """What the two decoder fuzzers (fuzz_decoder.py for NSQ, fuzz_pulsar.py for
-Pulsar) share: resident memory, saving a failing input, and the coverage-guided
+Pulsar) share: cutting an input into chunks, resident memory, saving a failing input, and the coverage-guided
 atheris engine around a fuzzer's own ``check``. Each fuzzer keeps what is its
 own: the seeds, the mutations, what one input is checked for."""
 from __future__ import annotations
@@ -11,6 +11,47 @@ import random
 import sys
 import time
 from typing import Callable, Iterable
+
+
+def chunks_of(head: bytes, stream: bytes, byte_at_a_time_up_to: int) -> list:
+    """The stream cut into the chunks a socket might deliver, as the input's header bytes say:
+    whole, a byte at a time (streams up to byte_at_a_time_up_to bytes), fixed sizes, or a
+    repeating pattern with empty chunks; each chunk bytes, bytearray or a memoryview of either."""
+    mode = head[1] & 3
+    if mode == 0:
+        cuts = [len(stream)]
+    elif mode == 1 and len(stream) <= byte_at_a_time_up_to:
+        cuts = [1] * len(stream)  # byte at a time
+    elif mode == 2 or mode == 1:
+        size = head[2] % 64 + 1
+        cuts = [size] * (len(stream) // size + 1)
+    else:
+        pattern = [b % 97 for b in head[3:7]]  # 0: an empty chunk
+        if not any(pattern):
+            pattern = [1]
+        cuts = []
+        total = 0
+        i = 0
+        while total < len(stream):
+            cuts.append(pattern[i % len(pattern)])
+            total += pattern[i % len(pattern)]
+            i += 1
+    kind = (head[1] >> 2) & 3
+    chunks = []
+    pos = 0
+    for size in cuts:
+        piece = stream[pos : pos + size]
+        pos += size
+        if kind == 1:
+            piece = bytearray(piece)
+        elif kind == 2:
+            piece = memoryview(piece)
+        elif kind == 3:
+            piece = memoryview(bytearray(piece))
+        chunks.append(piece)
+        if pos >= len(stream):
+            break
+    return chunks
 
 
 def rss_kb() -> int:
