@@ -239,49 +239,11 @@ class Message:
         return "<Message %s on %s, %d bytes>" % (self._message_id, self._topic, len(self._data))
 
 
-def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partition: int, ledger: int, entry: int,
-                   topic: str, shared: tuple) -> tuple[list[Message], int]:
-    """The Messages of one batch entry, from ``wire.split_batch_decoded``'s
-    ``[(single metadata, body), ...]``, each with its own id and all sharing one
-    ``BatchDelivery``; ``shared`` is (publish_time, redelivery_count,
-    producer_name, schema_version, event_time, first sequence id). Entries the
-    broker compacted out are left out; returns (messages, how many left out).
-    The consumer's hot path: objects are filled without their constructors."""
-    waiting: set[int] = set()
-    delivery = BatchDelivery(waiting)
-    messages = []
-    append = messages.append
-    add = waiting.add
+def _batch_ids(partition: int, ledger: int, entry: int, count: int, topic: str | None,
+               delivery: BatchDelivery | None) -> list[MessageId]:
+    """The ids of an entry's count batch messages, filled without the constructor (a hot path
+    of both the consumer and the producer)."""
     new = object.__new__
-    skipped = 0
-    for index, (single, body) in enumerate(entries):
-        if single[3]:  # compacted_out
-            skipped += 1
-            continue
-        add(index)
-        message_id = new(MessageId)
-        message_id._partition = partition
-        message_id._ledger_id = ledger
-        message_id._entry_id = entry
-        message_id._batch_index = index
-        message_id._batch_size = batch_size
-        message_id.topic = topic
-        message_id.batch = delivery
-        message = new(Message)
-        message._data = body
-        message._message_id = message_id
-        message._topic = topic
-        message._single = single
-        message._shared = shared
-        append(message)
-    return messages, skipped
-
-
-def batch_message_ids(entry_id: MessageId, count: int) -> list[MessageId]:
-    """The ids of a batch's count messages, from the receipt's id of its entry
-    (the producer's hot path: filled without the constructor)."""
-    new = object.__new__
-    partition, ledger, entry, topic = entry_id._partition, entry_id._ledger_id, entry_id._entry_id, entry_id.topic
     ids = []
     append = ids.append
     for index in range(count):
@@ -292,6 +254,41 @@ def batch_message_ids(entry_id: MessageId, count: int) -> list[MessageId]:
         message_id._batch_index = index
         message_id._batch_size = count
         message_id.topic = topic
-        message_id.batch = None
+        message_id.batch = delivery
         append(message_id)
     return ids
+
+
+def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partition: int, ledger: int, entry: int,
+                   topic: str, shared: tuple) -> tuple[list[Message], int]:
+    """The Messages of one batch entry, from ``wire.split_batch_decoded``'s
+    ``[(single metadata, body), ...]``, each with its own id and all sharing one
+    ``BatchDelivery``; ``shared`` is (publish_time, redelivery_count,
+    producer_name, schema_version, event_time, first sequence id). Entries the
+    broker compacted out are left out; returns (messages, how many left out).
+    The consumer's hot path: objects are filled without their constructors."""
+    waiting: set[int] = set()
+    ids = _batch_ids(partition, ledger, entry, batch_size, topic, BatchDelivery(waiting))
+    messages = []
+    append = messages.append
+    add = waiting.add
+    new = object.__new__
+    skipped = 0
+    for index, (single, body) in enumerate(entries):
+        if single[3]:  # compacted_out
+            skipped += 1
+            continue
+        add(index)
+        message = new(Message)
+        message._data = body
+        message._message_id = ids[index]
+        message._topic = topic
+        message._single = single
+        message._shared = shared
+        append(message)
+    return messages, skipped
+
+
+def batch_message_ids(entry_id: MessageId, count: int) -> list[MessageId]:
+    """The ids of a batch's count messages, from the receipt's id of its entry."""
+    return _batch_ids(entry_id._partition, entry_id._ledger_id, entry_id._entry_id, count, entry_id.topic, None)
