@@ -29,7 +29,6 @@ the stream. So any byte string is a valid input, for either engine.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import struct
@@ -329,22 +328,8 @@ def main(argv=None) -> int:
           % (PY.__name__, compiled_path, args.engine, args.runs, args.seed), flush=True)
 
     if args.engine == "atheris":
-        # libFuzzer ends the process itself: run it in a child, which writes its figures
-        os.makedirs(WORK, exist_ok=True)
-        report = os.path.join(WORK, "atheris-report-%d.json" % os.getpid())
-        env = dict(os.environ, NSQ_FUZZ_CHILD="1", FUZZ_ATHERIS_REPORT=report)
-        started = time.monotonic()
-        code = subprocess.call([sys.executable, os.path.abspath(__file__), "--engine", "atheris",
-                                "--runs", str(args.runs), "--seed", str(args.seed)], env=env)
-        figures = {"inputs": args.runs, "seconds": round(time.monotonic() - started, 1)}
-        if os.path.exists(report):
-            with open(report) as f:
-                figures.update(json.load(f))
-            os.remove(report)
-        if code != 0:
-            print("atheris run FAILED (exit %d)" % code, file=sys.stderr)
-            return 1
-        return finish(args, figures, compiled_path)
+        figures = harness.atheris_in_child(__file__, WORK, "NSQ_FUZZ_CHILD", args.runs, args.seed)
+        return 1 if figures is None else finish(args, figures, compiled_path)
 
     try:
         figures = run_mutate(args.runs, args.seed)
@@ -355,28 +340,7 @@ def main(argv=None) -> int:
 
 
 def finish(args, figures: dict, compiled_path: str) -> int:
-    if args.max_rss_growth_mb is None:
-        args.max_rss_growth_mb = 128.0 if os.environ.get("NSQ_FUZZ_ASAN") else 32.0
-    if os.environ.get("NSQ_FUZZ_ASAN_SELFTEST"):
-        figures["asan_selftest"] = os.environ["NSQ_FUZZ_ASAN_SELFTEST"]
-    growth_mb = (figures.get("rss_end_kb", 0) - figures.get("rss_start_kb", 0)) / 1024.0
-    figures.update(
-        engine=args.engine, asan=bool(os.environ.get("NSQ_FUZZ_ASAN")), seed=args.seed,
-        implementations=["nsq._frame_py (pure)", "nsq._frame (compiled)"], compiled_module=compiled_path,
-        rss_growth_mb=round(growth_mb, 1), max_rss_growth_mb=args.max_rss_growth_mb,
-        failures=0, python=sys.version.split()[0], finished=time.strftime("%Y-%m-%d %H:%M:%S"),
-    )
-    ok = growth_mb <= args.max_rss_growth_mb
-    if not ok:
-        figures["failures"] = 1
-        print("FAILED: resident memory grew by %.1f MB (limit %.1f)" % (growth_mb, args.max_rss_growth_mb),
-              file=sys.stderr)
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
-    return 0 if ok else 1
+    return harness.finish(args, figures, compiled_path, implementations=["nsq._frame_py (pure)", "nsq._frame (compiled)"])
 
 
 if __name__ == "__main__":

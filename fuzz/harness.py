@@ -1,6 +1,6 @@
 """What the two decoder fuzzers (fuzz_decoder.py for NSQ, fuzz_pulsar.py for
-Pulsar) share: cutting an input into chunks, resident memory, saving a failing input, and the coverage-guided
-atheris engine around a fuzzer's own ``check``. Each fuzzer keeps what is its
+Pulsar) share: cutting an input into chunks, resident memory, saving a failing input, the coverage-guided
+atheris engine around a fuzzer's own ``check`` (run in a child), and the figures' JSON. Each fuzzer keeps what is its
 own: the seeds, the mutations, what one input is checked for."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from typing import Callable, Iterable
@@ -120,3 +121,51 @@ def run_atheris(runs: int, seed: int, *, work: str, max_len: int, instrument: Ca
     atheris.Setup(argv, one)
     atheris.Fuzz()  # exits the process
     return {}
+
+
+def atheris_in_child(script: str, work: str, child_flag: str, runs: int, seed: int) -> dict | None:
+    """Run script's atheris engine in a child process (libFuzzer ends the process it runs in),
+    with child_flag set in its environment; its figures, or None when it failed."""
+    os.makedirs(work, exist_ok=True)
+    report = os.path.join(work, "atheris-report-%d.json" % os.getpid())
+    env = dict(os.environ, FUZZ_ATHERIS_REPORT=report, **{child_flag: "1"})
+    started = time.monotonic()
+    code = subprocess.call([sys.executable, os.path.abspath(script), "--engine", "atheris",
+                            "--runs", str(runs), "--seed", str(seed)], env=env)
+    figures = {"inputs": runs, "seconds": round(time.monotonic() - started, 1)}
+    if os.path.exists(report):
+        with open(report) as f:
+            figures.update(json.load(f))
+        os.remove(report)
+    if code != 0:
+        print("atheris run FAILED (exit %d)" % code, file=sys.stderr)
+        return None
+    return figures
+
+
+def finish(args, figures: dict, compiled_path: str, **described: object) -> int:
+    """Check the run's memory growth against args.max_rss_growth_mb, complete the figures (engine,
+    seed, ASan, what was fuzzed: ``described``), print them and write them to args.json;
+    the exit code."""
+    if args.max_rss_growth_mb is None:
+        args.max_rss_growth_mb = 128.0 if os.environ.get("NSQ_FUZZ_ASAN") else 32.0
+    if os.environ.get("NSQ_FUZZ_ASAN_SELFTEST"):
+        figures["asan_selftest"] = os.environ["NSQ_FUZZ_ASAN_SELFTEST"]
+    growth_mb = (figures.get("rss_end_kb", 0) - figures.get("rss_start_kb", 0)) / 1024.0
+    figures.update(engine=args.engine, asan=bool(os.environ.get("NSQ_FUZZ_ASAN")), seed=args.seed)
+    figures.update(described)
+    figures.update(
+        compiled_module=compiled_path, rss_growth_mb=round(growth_mb, 1), max_rss_growth_mb=args.max_rss_growth_mb,
+        failures=0, python=sys.version.split()[0], finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+    ok = growth_mb <= args.max_rss_growth_mb
+    if not ok:
+        figures["failures"] = 1
+        print("FAILED: resident memory grew by %.1f MB (limit %.1f)" % (growth_mb, args.max_rss_growth_mb),
+              file=sys.stderr)
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+    return 0 if ok else 1

@@ -542,11 +542,11 @@ class TopicConsumer:
         except PulsarException:
             pass
 
-    def dropped(self, epoch: int) -> None:
-        """A queued message of an earlier epoch was dropped unread; its permit goes back when the
-        broker still counts it (the same subscription, after a redelivery of everything)."""
+    def dropped(self, epoch: int, count: int = 1) -> None:
+        """count queued messages of an earlier epoch were dropped unread; their permits go back when
+        the broker still counts them (the same subscription, after a redelivery of everything)."""
         if epoch >= self._subscribed_epoch:
-            self.message_read()
+            self.message_read(count)
 
     # -- closing --------------------------------------------------------------------------
 
@@ -770,8 +770,7 @@ class Consumer:
                     ready.extend(zip(itertools.repeat(consumer, len(messages)),
                                      itertools.repeat(epoch, len(messages)), messages))
                 else:  # (a batch of an earlier epoch, dropped whole)
-                    for _message in messages:
-                        consumer.dropped(epoch)
+                    consumer.dropped(epoch, len(messages))
                 continue
             message = self._hand_out(consumer, epoch, message)
             if message is not None:

@@ -32,15 +32,8 @@ import pytest
 import pulsarfast as pulsar
 from pulsarfast import compression, proto
 from pulsarfast.wire import encode_send_frame
+from test_pulsar_regressions import needs_official, official
 from waiting import run_blocking, wait_for
-
-try:
-    official = importlib.import_module("pulsar")  # the official client (pulsarfast is imported as `pulsar` here)
-except ImportError:  # pragma: no cover - requirements-dev.txt installs it
-    official = None
-
-needs_official = pytest.mark.skipif(
-    official is None, reason="the official `pulsar-client` wheel is not installed (pip install -r requirements-dev.txt)")
 
 # The first test asking for the broker pays for its start (about 4-6 s).
 pytestmark = pytest.mark.timeout(150)
