@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq pulsar test demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar wheel test demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,18 @@ $(PULSAR_STAMP):
 
 pulsar: $(PULSAR_STAMP)
 
-test: install nsq pulsar
-	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 $(PY) -m pytest -q
+# A manylinux wheel (both compiled codecs inside, repaired by auditwheel) and an sdist
+# in dist/. The wheel is built from the sdist, which shows the sdist is complete;
+# tests/test_packaging.py installs the wheel into a fresh venv without a compiler.
+wheel: install
+	rm -rf dist build/wheel
+	$(PY) -m build --outdir build/wheel .
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair --wheel-dir dist build/wheel/*.whl
+	cp build/wheel/*.tar.gz dist/
+	@echo "built:"; ls -1 dist
+
+test: install nsq pulsar wheel
+	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 NSQ_REQUIRE_WHEEL=1 $(PY) -m pytest -q
 	NSQ_PURE_PYTHON=1 $(PY) -m pytest -q -m pure
 
 demo: install nsq
@@ -111,4 +121,4 @@ reliability: install nsq pulsar
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
-	rm -rf $(VENV) .bench-venvs build nsq/_frame.c nsq/*.so pulsarfast/_wire.c pulsarfast/*.so *.egg-info
+	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/*.so pulsarfast/_wire.c pulsarfast/*.so *.egg-info

@@ -44,7 +44,7 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:
         return []
-    exts = [Extension(name, [source], extra_compile_args=["-O3"]) for name, source in PYX.items()]
+    exts = [Extension(name, [source], extra_compile_args=["-O3", "-g0"]) for name, source in PYX.items()]
     return cythonize(
         exts,
         language_level=3,

@@ -1,8 +1,11 @@
 """The one place that picks the frame codec: the compiled nsq._frame when it is
 importable (unless NSQ_PURE_PYTHON=1), else the pure-Python twin nsq._frame_py.
+When the compiled module is missing (an install without a compiler), it says so
+once, through the ``nsq`` logger, at import.
 """
 from __future__ import annotations
 
+import logging
 import os
 from types import ModuleType
 
@@ -22,6 +25,12 @@ _impl: ModuleType = python_impl if _FORCE_PURE or compiled_impl is None else com
 
 #: "cython" or "python": which implementation the names below come from.
 IMPLEMENTATION: str = "python" if _impl is python_impl else "cython"
+
+if compiled_impl is None and not _FORCE_PURE:
+    logging.getLogger("nsq").warning(
+        "nsq: the compiled frame codec (nsq._frame) is not installed (%s); using the "
+        "pure-Python codec, about five times slower to decode. Install a binary wheel "
+        "of nsqfast, or build from source with a C compiler.", compiled_import_error)
 
 MAGIC_V2: bytes = _impl.MAGIC_V2
 FRAME_TYPE_RESPONSE: int = _impl.FRAME_TYPE_RESPONSE

@@ -1,9 +1,12 @@
 """The one place that picks the Pulsar wire codec: the compiled pulsarfast._wire
 when it is importable (unless PULSARFAST_PURE_PYTHON=1 or NSQ_PURE_PYTHON=1), else
-the pure-Python twin pulsarfast._wire_py.
+the pure-Python twin pulsarfast._wire_py. When the compiled module is missing (an
+install without a compiler), it says so once, through the ``pulsarfast`` logger, at
+import.
 """
 from __future__ import annotations
 
+import logging
 import os
 from types import ModuleType
 
@@ -29,6 +32,12 @@ _impl: ModuleType = python_impl if _FORCE_PURE or compiled_impl is None else com
 
 #: "cython" or "python": which implementation the names below come from.
 IMPLEMENTATION: str = "python" if _impl is python_impl else "cython"
+
+if compiled_impl is None and not _FORCE_PURE:
+    logging.getLogger("pulsarfast").warning(
+        "pulsarfast: the compiled wire codec (pulsarfast._wire) is not installed (%s); "
+        "using the pure-Python codec, several times slower. Install a binary wheel of "
+        "nsqfast, or build from source with a C compiler.", compiled_import_error)
 
 MAGIC_CRC32C: int = _impl.MAGIC_CRC32C
 DEFAULT_MAX_FRAME_SIZE: int = _impl.DEFAULT_MAX_FRAME_SIZE
