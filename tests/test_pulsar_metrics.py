@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 import pulsarfast as pulsar  # noqa: E402
 import pulsarfast.metrics  # noqa: E402
 from scraping import http_scrape, names, scrape, value  # noqa: E402
-from waiting import run_blocking, wait_for  # noqa: E402
+from waiting import run_blocking  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 
