@@ -19,6 +19,8 @@ gives it the rest:
   rotation and a backoff state machine.
 - ``backoff``: the backoff interval timer and reconnect delays.
 - ``errors``: the engine's exception root.
+- ``metrics``: the Prometheus machinery both clients' collectors share
+  (optional: it needs prometheus_client, and nothing imports it unasked).
 
 Importing ``msgengine`` imports none of its modules and never gevent.
 """

@@ -581,7 +581,10 @@ class Reader(metaclass=client.ClientMeta):
 
     @from_any_thread()
     def stats(self) -> dict[str, Any]:
-        """Counters since start, plus RDY and in-flight per connection."""
+        """Counters since start ("received", "finished", "requeued",
+        "given_up", "handler_errors"), and now: "connections",
+        "max_in_flight", "total_rdy", "in_flight", "in_backoff", and
+        "per_connection" (connection id: "rdy", "in_flight")."""
         result = self._subscription.stats()
         with self._lock:
             result.update(self._stats)

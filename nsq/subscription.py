@@ -346,15 +346,19 @@ class Subscription:
         self.flush_all()
 
     def stats(self) -> dict[str, Any]:
-        """The counts, total RDY, backoff, and RDY and in-flight per connection."""
+        """The counts, max_in_flight, total RDY and in-flight, backoff, and RDY
+        and in-flight per connection."""
         with self._lock:
             result: dict[str, Any] = dict(self.counts)
             result["connections"] = len(self.conns)
+            result["max_in_flight"] = self.rdy.max_in_flight
             result["total_rdy"] = self.rdy.total_rdy
             result["in_backoff"] = self.rdy.in_backoff()
-            result["per_connection"] = {
+            per_connection = {
                 key: {"rdy": link.rdy, "in_flight": link.in_flight} for key, link in self.rdy.conns.items()
             }
+            result["in_flight"] = sum(c["in_flight"] for c in per_connection.values())
+            result["per_connection"] = per_connection
         return result
 
     # -- messages ---------------------------------------------------------------------

@@ -2,7 +2,8 @@
 blocking calls that return only when nsqd has the message, publishes
 pipelined from any number of callers, spread over several nsqd kept
 connected by a ``msgengine.supervisor.Supervisor``, and concurrent PUBs to
-one topic joined into one MPUB (``_TopicLane``).
+one topic joined into one MPUB (``_TopicLane``). It counts what it
+published and what failed, per topic (``stats()``).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import collections
 import itertools
 import logging
 import ssl
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, TypedDict
 
 from msgengine.correlator import Pending
 from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
@@ -40,6 +41,35 @@ Callback = Callable[[Any, Any], None]
 DEFAULT_MAX_MSG_SIZE = 1024 * 1024  # nsqd's --max-msg-size default
 DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024  # nsqd's --max-body-size default
 BATCH_MAX_COUNT = 2000
+
+
+class TopicStats(TypedDict):
+    """One topic's counts in ``Writer.stats()``."""
+
+    published: int  #: messages nsqd acknowledged (OK)
+    errors: int  #: publish calls (PUB, MPUB, DPUB, a pub_many) that ended in an error or a timeout
+
+
+class WriterStats(TypedDict):
+    """``Writer.stats()``: totals, connections and the counts per topic."""
+
+    published: int
+    errors: int
+    connections: int  #: nsqd connected now
+    topics: dict[str, TopicStats]
+
+
+class _TopicCounts:
+    """What a Writer published to one topic. Plain int additions, without a
+    lock, on the paths that already run: with the GIL an attribute's ``+=``
+    is not interrupted by another thread (CPython switches threads only at
+    calls and backward jumps); under gevent every publish runs on the hub."""
+
+    __slots__ = ("published", "errors")
+
+    def __init__(self) -> None:
+        self.published = 0
+        self.errors = 0
 
 
 class _TopicLane:
@@ -188,6 +218,7 @@ class Writer:
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
         self._round_robin = itertools.count()
+        self._counts: dict[str, _TopicCounts] = {}  # per topic: see stats()
         # Blocking publishes in flight; one task expires them at their deadline
         # (cheaper than a timer per call).
         self._blocking: set[Pending] = set()
@@ -352,8 +383,9 @@ class Writer:
             )
         return body
 
-    def _encode_mpub(self, topic: str, msgs: Any) -> bytes:
-        """MPUB bytes for msgs; the codec checks each body's type, we check the sizes."""
+    def _encode_mpub(self, topic: str, msgs: Any) -> tuple[bytes, int]:
+        """MPUB bytes for msgs and how many messages they carry; the codec
+        checks each body's type, we check the sizes."""
         if isinstance(msgs, (bytes, bytearray, memoryview)):
             msgs = [msgs]
         elif isinstance(msgs, str) or not isinstance(msgs, Iterable):
@@ -372,7 +404,13 @@ class Writer:
             raise MessageTooLargeError(
                 "MPUB body of %d bytes exceeds max_body_size %d (nsqd --max-body-size)" % (total, self.max_body_size)
             )
-        return data
+        return data, len(msgs)
+
+    def _counts_for(self, topic: str) -> _TopicCounts:
+        counts = self._counts.get(topic)
+        if counts is None:
+            counts = self._counts.setdefault(topic, _TopicCounts())  # (setdefault: one object per topic, any thread)
+        return counts
 
     # -- publishing -------------------------------------------------------
 
@@ -383,11 +421,12 @@ class Writer:
             send, what = self._send_to_lane, (topic, body)
         else:
             send, what = _send_request, codec.encode_pub(topic, body)
+        counts = self._counts.get(topic) or self._counts_for(topic)
         if callback is None and self._bridge is None:  # (the common case, without _submit's questions)
             if self._generation != fork_generation():
                 self._start_tasks()
-            return self._publish_blocking(send, what)
-        return self._submit(send, what, callback)
+            return self._publish_blocking(send, what, counts, 1)
+        return self._submit(send, what, callback, counts, 1)
 
     def mpub(
         self,
@@ -402,8 +441,8 @@ class Writer:
         topic = check_topic(topic)
         if (msg is None) == (msgs is None):
             raise InvalidBodyError("mpub needs the message bodies: mpub(topic, [body, ...])")
-        data = self._encode_mpub(topic, msg if msg is not None else msgs)
-        return self._submit(_send_request, data, callback)
+        data, count = self._encode_mpub(topic, msg if msg is not None else msgs)
+        return self._submit(_send_request, data, callback, self._counts_for(topic), count)
 
     def dpub(self, topic: str, delay_ms: int, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
         topic = check_topic(topic)
@@ -411,7 +450,7 @@ class Writer:
             # (nsqd would read a larger delay wrapped around: 2**64 ms as 0)
             raise InvalidArgumentError("dpub delay_ms must be an int from 0 to %d, not %r" % (MAX_DELAY_MS, delay_ms))
         data = codec.encode_dpub(topic, delay_ms, self._check_body(msg))
-        return self._submit(_send_request, data, callback)
+        return self._submit(_send_request, data, callback, self._counts_for(topic), 1)
 
     def pub_many(self, topic: str, bodies: Iterable[bytes], batch_size: int = 100, window: int = 8) -> int:
         """Publish many messages from one caller, pipelined: MPUBs of up to
@@ -435,7 +474,18 @@ class Writer:
         bridge = self._bridge
         if bridge is not None and bridge.in_loop_thread():
             raise InvalidArgumentError("pub_many blocks: call it from a worker thread, not the event loop's thread")
-        return self._pub_many(topic, iter(bodies), batch_size, window)
+        counts = self._counts_for(topic)
+        try:
+            published = self._pub_many(topic, iter(bodies), batch_size, window)
+        except PartialPublishError as exc:
+            counts.published += exc.published
+            counts.errors += 1
+            raise
+        except BaseException:
+            counts.errors += 1
+            raise
+        counts.published += published
+        return published
 
     @from_any_thread()
     def _pub_many(self, topic: str, bodies: Any, batch_size: int, window: int) -> int:
@@ -465,7 +515,7 @@ class Writer:
         limit = min(self.max_body_size, 1024 * 1024)
         for index, batch in enumerate(_batches(bodies, batch_size, limit)):
             try:
-                data = self._encode_mpub(topic, batch)
+                data, _count = self._encode_mpub(topic, batch)
             except Error as exc:
                 if failure is None:
                     failure, failed_at = exc, index
@@ -503,15 +553,16 @@ class Writer:
             lane = self._lanes[key] = _TopicLane(conn, topic, min(self.max_body_size, 1024 * 1024))
         lane.publish(body, waiter)
 
-    def _submit(self, send: "Send", what: Any, callback: Callback | None) -> Any:
+    def _submit(self, send: "Send", what: Any, callback: Callback | None, counts: _TopicCounts, n: int) -> Any:
+        """One publish of n messages, counted in counts: blocking, with a callback, or on the program's loop."""
         self._in_this_process()
         bridge = self._bridge
         if bridge is not None and callback is not None:
             callback = bridge.wrap_callback(callback)  # called on the program's loop, as pynsq does
         if bridge is None or not bridge.in_loop_thread():
             if callback is None:
-                return self._publish_blocking(send, what)
-            self.backend.call_threadsafe(self._publish_with_callback, send, what, callback, False)
+                return self._publish_blocking(send, what, counts, n)
+            self.backend.call_threadsafe(self._publish_with_callback, send, what, callback, False, counts, n)
             return None
         # On the running loop's thread: never block it.
         result = None
@@ -519,44 +570,52 @@ class Writer:
             result, resolve = bridge.future("publish")
             callback = lambda conn, data: resolve(data)  # noqa: E731
         if self._conn_list:
-            self._publish_with_callback(send, what, callback, False)
+            self._publish_with_callback(send, what, callback, False, counts, n)
         else:  # waiting for a connection would stall the loop: wait on a task
-            self.backend.spawn(self._publish_with_callback, send, what, callback, False)
+            self.backend.spawn(self._publish_with_callback, send, what, callback, False, counts, n)
         return result
 
-    @from_any_thread(timeout=lambda self, send, what: self.publish_timeout + FOREIGN_THREAD_GRACE)
-    def _publish_blocking(self, send: "Send", what: Any) -> bytes:
+    @from_any_thread(timeout=lambda self, *_: self.publish_timeout + FOREIGN_THREAD_GRACE)
+    def _publish_blocking(self, send: "Send", what: Any, counts: _TopicCounts, n: int) -> bytes:
+        """Publish and wait for nsqd's answer (retrying once elsewhere with
+        retry_publish); n messages counted published in counts, or one error."""
         deadline = monotonic() + self.publish_timeout
         tried: Connection | None = None
         blocking = self._blocking
-        while True:
-            conn = self._pick(tried, deadline)
-            # (a connection whose callers read makes the event only if this call has to wait for another reader)
-            waiter = Pending(None, None if conn.callers_read else self.backend.waiter(), deadline)
-            blocking.add(waiter)
-            try:
+        try:
+            while True:
+                conn = self._pick(tried, deadline)
+                # (a connection whose callers read makes the event only if this call has to wait for another reader)
+                waiter = Pending(None, None if conn.callers_read else self.backend.waiter(), deadline)
+                blocking.add(waiter)
                 try:
-                    send(conn, waiter, what)
-                except ConnectionClosedError as exc:
-                    waiter.result = exc
-                else:
-                    conn.await_answer(waiter, deadline)  # the answer, the close, or the deadline (_expire_blocking)
-            finally:
-                blocking.discard(waiter)
-            result = waiter.result
-            if result.__class__ is bytes:  # (nsqd's OK: the common case first)
+                    try:
+                        send(conn, waiter, what)
+                    except ConnectionClosedError as exc:
+                        waiter.result = exc
+                    else:
+                        conn.await_answer(waiter, deadline)  # the answer, the close, or the deadline (_expire_blocking)
+                finally:
+                    blocking.discard(waiter)
+                result = waiter.result
+                if result.__class__ is bytes:  # (nsqd's OK: the common case first)
+                    counts.published += n
+                    return result
+                if result is None:
+                    raise TimeoutError(
+                        "nsqd %s did not answer within %.1fs; the message may or may not have been published"
+                        % (conn.id, self.publish_timeout)
+                    )
+                if isinstance(result, ConnectionClosedError) and self.retry_publish and tried is None:
+                    tried = conn
+                    continue
+                if isinstance(result, BaseException):
+                    raise result
+                counts.published += n
                 return result
-            if result is None:
-                raise TimeoutError(
-                    "nsqd %s did not answer within %.1fs; the message may or may not have been published"
-                    % (conn.id, self.publish_timeout)
-                )
-            if isinstance(result, ConnectionClosedError) and self.retry_publish and tried is None:
-                tried = conn
-                continue
-            if isinstance(result, BaseException):
-                raise result
-            return result
+        except BaseException:
+            counts.errors += 1
+            raise
 
     def _expire_blocking(self, generation: int) -> None:
         """A periodic tick: wake blocking publishes whose deadline passed
@@ -569,17 +628,23 @@ class Writer:
             if event is not None:  # (None: the caller reads the stream itself, with the deadline)
                 event.set()
 
-    def _publish_with_callback(self, send: "Send", what: Any, callback: Callback, retried: bool) -> None:
+    def _publish_with_callback(self, send: "Send", what: Any, callback: Callback, retried: bool,
+                               counts: _TopicCounts, n: int) -> None:
         try:
             conn = self._pick()
         except Error as exc:
+            counts.errors += 1
             callback(None, exc)
             return
 
         def answered(conn: Connection, result: Any) -> None:
             if isinstance(result, ConnectionClosedError) and self.retry_publish and not retried:
-                self.backend.spawn(self._publish_with_callback, send, what, callback, True)
+                self.backend.spawn(self._publish_with_callback, send, what, callback, True, counts, n)
                 return
+            if result.__class__ is bytes:
+                counts.published += n
+            else:
+                counts.errors += 1
             callback(conn, result)
 
         waiter = Pending(callback=answered)
@@ -599,6 +664,22 @@ class Writer:
 
     def is_closed(self) -> bool:
         return self._closed.is_set()
+
+    def stats(self) -> WriterStats:
+        """Messages published (acknowledged by nsqd) and publish calls that
+        failed, in all and per topic, since the Writer was made; and the nsqd
+        connected now. A call that timed out counts as an error (its messages
+        may or may not be in nsqd). Safe from any thread: it only reads."""
+        topics: dict[str, TopicStats] = {
+            topic: {"published": counts.published, "errors": counts.errors}
+            for topic, counts in list(self._counts.items())  # (list(): one step, whatever other threads add)
+        }
+        return {
+            "published": sum(t["published"] for t in topics.values()),
+            "errors": sum(t["errors"] for t in topics.values()),
+            "connections": len(self._conn_list),
+            "topics": topics,
+        }
 
     def wait_connected(self, timeout: float | None = None) -> bool:
         """Block until at least one nsqd is connected."""

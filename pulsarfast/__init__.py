@@ -27,6 +27,7 @@ Layout:
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
+    metrics.py     the Prometheus collector of producers, consumers and readers (extra `metrics`; not imported here)
 """
 from __future__ import annotations
 

@@ -52,6 +52,12 @@ subscription (``durable=False``, reader.py) starts at a ``StartPosition``
 (position.py) and, after a reconnect, after the last message it handed out;
 what the broker delivers from before the position (the start entry comes
 whole) is dropped on arrival.
+
+Counts (``Consumer.stats()``, which the metrics collector reads at scrape
+time): messages received (the flow-control record's, per arrived batch) and
+acknowledged, negatively acknowledged and cumulatively acknowledged by the
+application, per topic or partition. They are plain int additions without a
+lock: with the GIL an attribute's ``+=`` is not interrupted by another thread.
 """
 from __future__ import annotations
 
@@ -59,7 +65,7 @@ import collections
 import itertools
 import logging
 import queue as _queue
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from msgengine.flow import FlowControl, LinkCredit
 from msgengine.runtime import from_any_thread, monotonic
@@ -107,6 +113,30 @@ ACKS_PER_COMMAND = 1000
 FLOW_FRACTION = 10
 _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
 _CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
+
+
+class ConsumerTopicStats(TypedDict):
+    """One topic's (or partition's) counts in ``Consumer.stats()``."""
+
+    received: int  #: messages that arrived from the broker for the application
+    acknowledged: int  #: acknowledge() calls
+    negatively_acknowledged: int  #: negative_acknowledge() calls
+    acknowledged_cumulative: int  #: acknowledge_cumulative() calls
+    corrupt: int  #: messages refused (bad checksum, not decompressible, unsupported)
+    connected: bool
+
+
+class ConsumerStats(TypedDict):
+    """``Consumer.stats()``: the subscription, whether it is closed, totals and the counts per topic."""
+
+    subscription: str
+    closed: bool
+    received: int
+    acknowledged: int
+    negatively_acknowledged: int
+    acknowledged_cumulative: int
+    corrupt: int
+    topics: dict[str, ConsumerTopicStats]
 
 
 class _ConsumerLink(SessionLink):
@@ -161,6 +191,10 @@ class TopicConsumer:
         self._ack_timer: Any = None
         self.closed = False
         self.corrupt_messages = 0
+        #: what the application did with this partition's messages (counted by the Consumer)
+        self.acknowledged = 0
+        self.negatively_acknowledged = 0
+        self.acknowledged_cumulative = 0
         #: False for a reader's subscription: it resumes after the last message handed out
         self.durable = owner.durable
         #: where a non-durable subscription (re)starts, and what delivered before it is dropped
@@ -242,6 +276,17 @@ class TopicConsumer:
     def is_connected(self) -> bool:
         link = self._link
         return link is not None and not link.closed
+
+    def stats(self) -> ConsumerTopicStats:
+        """This partition's counts (only reads: safe from any thread)."""
+        return {
+            "received": self.credit.arrived,
+            "acknowledged": self.acknowledged,
+            "negatively_acknowledged": self.negatively_acknowledged,
+            "acknowledged_cumulative": self.acknowledged_cumulative,
+            "corrupt": self.corrupt_messages,
+            "connected": self.is_connected(),
+        }
 
     # -- permits ------------------------------------------------------------------------
 
@@ -834,12 +879,15 @@ class Consumer:
         if consumer is None:
             consumer = self._topic_consumer(message_id)
         consumer.ack(message_id)
+        consumer.acknowledged += 1
 
     @from_any_thread()
     def _acknowledge_checked(self, message: Message | MessageId) -> None:
         self._check_open()
         message_id = self._id_of(message)
-        self._topic_consumer(message_id).ack(message_id)
+        consumer = self._topic_consumer(message_id)
+        consumer.ack(message_id)
+        consumer.acknowledged += 1
 
     @from_any_thread()
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
@@ -849,7 +897,9 @@ class Consumer:
             raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement needs an Exclusive or "
                                                            "Failover subscription")
         message_id = self._id_of(message)
-        self._topic_consumer(message_id).ack_cumulative(message_id)
+        consumer = self._topic_consumer(message_id)
+        consumer.ack_cumulative(message_id)
+        consumer.acknowledged_cumulative += 1
 
     @from_any_thread()
     def negative_acknowledge(self, message: Message | MessageId) -> None:
@@ -861,6 +911,7 @@ class Consumer:
         if consumer.redelivery is not None:
             consumer.redelivery.negatively_acknowledged(message_id)
         self._nacks.add(consumer, ledger, entry)
+        consumer.negatively_acknowledged += 1
 
     @from_any_thread()
     def redeliver_unacknowledged_messages(self) -> None:
@@ -871,6 +922,23 @@ class Consumer:
 
     def is_connected(self) -> bool:
         return not self.closed and all(c.is_connected() for c in self._topics)
+
+    def stats(self) -> ConsumerStats:
+        """Counts since the consumer was made, in all and per topic or partition
+        (see ``ConsumerTopicStats``). Only reads: safe from any thread, and
+        after close (``closed`` says so)."""
+        topics = {consumer.topic: consumer.stats() for consumer in list(self._topics)}
+        each = list(topics.values())
+        return {
+            "subscription": self.subscription,
+            "closed": self.closed,
+            "received": sum(t["received"] for t in each),
+            "acknowledged": sum(t["acknowledged"] for t in each),
+            "negatively_acknowledged": sum(t["negatively_acknowledged"] for t in each),
+            "acknowledged_cumulative": sum(t["acknowledged_cumulative"] for t in each),
+            "corrupt": sum(t["corrupt"] for t in each),
+            "topics": topics,
+        }
 
     @from_any_thread()
     def seek(self, message_id: MessageId | int) -> None:

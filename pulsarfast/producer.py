@@ -25,6 +25,11 @@ With a ``compression_type``, each frame's payload (a message's, or a whole
 batch's) is compressed once, when the frame is built (``pulsarfast.compression``);
 an empty message goes uncompressed.
 
+Counts (``Producer.stats()``, which the metrics collector reads at scrape
+time): messages the broker acknowledged and messages whose send failed (an
+error, the send timeout, a close before the receipt), per partition, added
+under the lock that their paths already hold; and the messages pending now.
+
 ``Producer`` routes: a message with a ``partition_key`` to the partition its
 hash gives (the official client's BoostHash by default, so keys land where
 the official client puts them), others round robin from a random start
@@ -38,7 +43,7 @@ import datetime
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from msgengine.runtime import from_any_thread, monotonic
 
@@ -72,6 +77,26 @@ SendCallback = Callable[[Result, "MessageId | None"], None]
 #: errors after which re-sending cannot help: the send fails
 _FINAL_SEND_ERRORS = (Result.TopicTerminated, Result.NotAllowedError, Result.ProducerBlockedQuotaExceededError,
                       Result.ProducerBlockedQuotaExceededException, Result.MessageTooBig, Result.ProducerFenced)
+
+
+class ProducerTopicStats(TypedDict):
+    """One partition's (or topic's) counts in ``Producer.stats()``."""
+
+    sent: int  #: messages the broker acknowledged (a receipt)
+    failed: int  #: messages whose send failed: the broker's error, the send timeout, a close before the receipt
+    pending: int  #: messages sent and not answered yet, the open batch's included
+    connected: bool
+
+
+class ProducerStats(TypedDict):
+    """``Producer.stats()``: the topic, whether it is closed, totals and the counts per partition."""
+
+    topic: str
+    closed: bool
+    sent: int
+    failed: int
+    pending: int
+    topics: dict[str, ProducerTopicStats]
 
 
 class _Send:
@@ -174,6 +199,8 @@ class PartitionProducer:
         self._drain_waiters: list[Any] = []
         self._timer: Any = None
         self._waiting_messages = 0  # messages sent and not answered yet, the open batch's included
+        self._sent = 0  # messages acknowledged by the broker (under the lock)
+        self._failed = 0  # messages whose send failed (under the lock)
         self.batching = batching
         self.batch_max_messages = max(1, batching_max_messages)
         self.batch_max_bytes = max(1, batching_max_allowed_size_in_bytes)
@@ -376,7 +403,9 @@ class PartitionProducer:
             else:
                 out_of_order = False
                 send = pending.popleft()
-                self._waiting_messages -= send.count()
+                count = send.count()
+                self._waiting_messages -= count
+                self._sent += count
                 self.last_sequence_id = send.members[-1].sequence_id if send.members else sequence_id
                 waiters = self._room_waiters + self._drain_waiters
                 self._room_waiters = []
@@ -400,6 +429,7 @@ class PartitionProducer:
             for send in failed:
                 self._pending.remove(send)
                 self._waiting_messages -= send.count()
+                self._failed += send.count()
             waiters = self._room_waiters + self._drain_waiters
             self._room_waiters = []
             self._drain_waiters = []
@@ -416,6 +446,7 @@ class PartitionProducer:
             while self._pending and self._pending[0].deadline and self._pending[0].deadline <= now:
                 send = self._pending.popleft()
                 self._waiting_messages -= send.count()
+                self._failed += send.count()
                 expired.append(send)
             if self._pending and self._pending[0].deadline and not self.closed:
                 self._timer = self.backend.call_later(max(0.001, self._pending[0].deadline - now), self._expire)
@@ -435,6 +466,11 @@ class PartitionProducer:
     def pending_count(self) -> int:
         """Messages sent and not answered yet (the open batch's included)."""
         return self._waiting_messages
+
+    def stats(self) -> ProducerTopicStats:
+        """This partition's counts (only reads: safe from any thread)."""
+        return {"sent": self._sent, "failed": self._failed, "pending": self._waiting_messages,
+                "connected": self.is_connected()}
 
     def flush(self, timeout: float | None) -> None:
         """Wait until every send made before the call has its outcome (the open batch goes now)."""
@@ -482,6 +518,7 @@ class PartitionProducer:
     def _take_all_locked(self) -> list[_Send]:
         """Every send still waiting, the open batch's included, taken out (under the lock); timers stopped."""
         sends = list(self._pending) + [send for send, _entry in self._open]
+        self._failed += sum(send.count() for send in sends)
         self._pending.clear()
         self._open = []
         self._open_bytes = 0
@@ -540,6 +577,17 @@ class Producer:
 
     def is_connected(self) -> bool:
         return not self._closed and all(p.is_connected() for p in self._partitions)
+
+    def stats(self) -> ProducerStats:
+        """Counts since the producer was made, in all and per partition (see
+        ``ProducerTopicStats``). Only reads: safe from any thread, and after
+        close (``closed`` says so)."""
+        topics = {partition.topic: partition.stats() for partition in self._partitions}
+        return {"topic": self._topic, "closed": self._closed,
+                "sent": sum(t["sent"] for t in topics.values()),
+                "failed": sum(t["failed"] for t in topics.values()),
+                "pending": sum(t["pending"] for t in topics.values()),
+                "topics": topics}
 
     @from_any_thread()
     def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from msgengine.runtime import from_any_thread
 
-from .consumer import Consumer
+from .consumer import Consumer, ConsumerStats
 from .errors import AlreadyClosed, InvalidConfiguration, NotConnected
 from .message import Message, MessageId
 from .position import has_after, is_earliest, is_latest
@@ -150,6 +150,10 @@ class Reader:
 
     def is_connected(self) -> bool:
         return self.consumer.is_connected()
+
+    def stats(self) -> ConsumerStats:
+        """The counts of the reader's subscription (``Consumer.stats()``)."""
+        return self.consumer.stats()
 
     def __enter__(self) -> "Reader":
         return self
