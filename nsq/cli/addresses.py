@@ -18,10 +18,12 @@ from ..errors import Error
 
 def _host_port(text: str, option: str) -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
+    bracketed = host.startswith("[") and host.endswith("]") and len(host) > 2
+    if bracketed:  # [v6 address]:port
         host = host[1:-1]
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
-        raise CliError("%s %r is not host:port (for example 127.0.0.1:4150)" % (option, text))
+    if (not sep or not host or not port.isdigit() or not 0 < int(port) < 65536
+            or any(c in host for c in "/[] ") or (":" in host and not bracketed)):
+        raise CliError("%s %r is not host:port (for example 127.0.0.1:4150 or [::1]:4150)" % (option, text))
     return host, int(port)
 
 
@@ -36,13 +38,13 @@ def http_url(text: str, option: str) -> str:
     if "://" not in text:
         host, port = _host_port(text, option)
         return "http://%s:%d" % ("[%s]" % host if ":" in host else host, port)
-    parts = urlsplit(text.strip())
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # (raises ValueError for a bad one)
+    except ValueError as exc:
+        raise CliError("%s %r is not a usable URL: %s" % (option, text, exc)) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CliError("%s %r is not host:port or an http:// URL" % (option, text))
-    try:
-        parts.port
-    except ValueError:
-        raise CliError("%s %r has a bad port" % (option, text)) from None
     return "%s://%s" % (parts.scheme, parts.netloc)
 
 
