@@ -89,6 +89,7 @@ def run_main(
     _configure_logging(verbose)
     _sigterm_as_interrupt()
     prog = getattr(args, "prog", parser.prog)
+    failures: tuple[type[BaseException], ...] = (CliError, OSError, *known_errors)
     try:
         status = command(args)
         sys.stdout.flush()
@@ -98,7 +99,7 @@ def run_main(
         return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except (CliError, OSError, *known_errors) as exc:
+    except failures as exc:
         if verbose:
             logging.getLogger(prog).exception("failed")
         sys.stderr.write("%s: error: %s\n" % (prog, one_line(exc)))
