@@ -31,10 +31,10 @@ def run(name: str, *args: str, input: bytes | None = None, timeout: float = TIME
                           timeout=timeout, env=_env(), stdin=None if input is not None else subprocess.DEVNULL)
 
 
-def popen(name: str, *args: str) -> subprocess.Popen:
-    """Start a console script with its stdout and stderr on pipes."""
-    return subprocess.Popen([script(name), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=_env())
+def popen(name: str, *args: str, stdin_pipe: bool = False) -> subprocess.Popen:
+    """Start a console script with its stdout and stderr on pipes (and stdin, when asked)."""
+    return subprocess.Popen([script(name), *args], stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
 
 
 def lines(data: bytes) -> list[str]:

@@ -26,7 +26,9 @@ def test_pub_then_tail_gives_back_the_lines(nsqd, topic):
     published = nsqfast("pub", topic, "--nsqd-tcp-address", nsqd.tcp_address, "--batch-size", "64",
                         input=("\n".join(sent) + "\n").encode())
     assert published.returncode == 0, published.stderr
-    assert "published %s lines to %s" % (format(len(sent), ","), topic) in published.stderr.decode()
+    summary = published.stderr.decode()
+    assert "published %s lines to %s" % (format(len(sent), ","), topic) in summary
+    assert summary.count("\n") == 1  # (no progress counter: stderr is not a terminal)
     assert nsqd.message_count(topic) == len(sent)
 
     tailed = nsqfast("tail", topic, "--nsqd-tcp-address", nsqd.tcp_address, "-n", str(len(sent)))
@@ -46,12 +48,36 @@ def test_pub_reads_files_in_order_and_skips_empty_lines(nsqd, topic, tmp_path):
     assert sorted(lines(tailed.stdout)) == ["a1", "a2", "b1", "b2"]
 
 
+def test_pub_publishes_a_line_when_the_input_pauses_and_sigterm_stops_it(nsqd, topic):
+    process = popen("nsqfast", "pub", topic, "--nsqd-tcp-address", nsqd.tcp_address, stdin_pipe=True)
+    try:
+        process.stdin.write(b"first\n")
+        process.stdin.flush()  # and nothing more: the batch of one leaves after --linger
+        wait_until(lambda: nsqd.message_count(topic) == 1 or process.poll() is not None, timeout=30)
+        assert nsqd.message_count(topic) == 1
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130  # interrupted: not known to have published everything it was given
+    assert err.decode().startswith("interrupted: published 1 lines to %s" % topic) and err.count(b"\n") == 1
+
+
 def test_pub_fails_when_nsqd_refuses_a_line_and_says_how_many_got_in(nsqd_factory, topic):
     nsqd = nsqd_factory("--max-msg-size=100")
     data = b"ok 1\nok 2\nok 3\n" + b"x" * 200 + b"\nnever\n"
     published = nsqfast("pub", topic, "--nsqd-tcp-address", nsqd.tcp_address, "--batch-size", "1", input=data)
     assert_one_line_error(published, "nsqfast pub", "E_BAD_MESSAGE", "3 lines were published and acknowledged")
     assert nsqd.message_count(topic) == 3
+
+
+def test_tail_finds_nsqd_through_nsqlookupd(nsqlookupd, nsqd_factory, topic):
+    nsqd = nsqd_factory(lookupd=nsqlookupd)
+    nsqd.http_post("/mpub", params={"topic": topic}, data=b"x\ny")
+    wait_until(lambda: topic in nsqlookupd.http_get("/topics").get("topics", []), message="lookupd to list the topic")
+    tailed = nsqfast("tail", topic, "--lookupd-http-address", nsqlookupd.http_address, "-n", "2")
+    assert tailed.returncode == 0, tailed.stderr
+    assert sorted(lines(tailed.stdout)) == ["x", "y"]
 
 
 def test_tail_json_has_id_attempts_timestamp_and_the_body_as_text_or_base64(nsqd, topic):

@@ -134,7 +134,10 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.connect_timeout, close_timeout=5.0,
     )
     printer.reader = reader
-    reader.run()  # until -n is reached, the pipe breaks, or Ctrl-C / SIGTERM (a graceful close)
+    try:
+        reader.run()  # until -n is reached, the pipe breaks, or Ctrl-C / SIGTERM (a graceful close)
+    except KeyboardInterrupt:  # (one that came just outside run()'s own handling: close the same way)
+        reader.close()
     if printer.broken_pipe:
         raise BrokenPipeError
     return EXIT_OK
