@@ -186,8 +186,8 @@ def discover(
     return sorted(found)
 
 
-DEFAULT_MAX_IN_FLIGHT = 50000
-DEFAULT_MAX_BATCH_WAIT_MS = 200
+DEFAULT_MAX_IN_FLIGHT = 200000
+DEFAULT_MAX_BATCH_WAIT_MS = 500
 
 
 @dataclass(frozen=True)

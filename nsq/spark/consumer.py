@@ -25,8 +25,10 @@ logger = logging.getLogger(__name__)
 #: how often the TOUCH timer looks whether a round is due (seconds)
 TOUCH_CHECK_INTERVAL = 0.25
 
-#: while filling a batch, a pause this long in the arrivals means nsqd has sent what it had (seconds)
+#: while a batch fills, the buffer is looked at this often (seconds) ...
 ARRIVAL_GAP = 0.03
+#: ... and the wait goes on while it grew by this fraction meanwhile
+FILL_GROWTH = 0.1
 
 #: the messages of one read on one connection: received, buffered, batched and finished together
 Slab = tuple[Connection, list[Message]]
@@ -68,7 +70,6 @@ class Consumer:
         self._io_lock = threading.Lock()  # orders FIN / TOUCH / REQ writes (never taken under cond)
         self.buffer: collections.deque[Slab] = collections.deque()
         self._buffered = 0  # messages in buffer
-        self._last_arrival = 0.0  # time.monotonic() of the last read
         #: messages received after the availableNow cut-off: never batched, returned to nsqd at the end
         self.held: list[Slab] = []
         self.chunks: collections.deque[Chunk] = collections.deque()
@@ -138,7 +139,6 @@ class Consumer:
             self.received += len(messages)
             self.buffer.append((conn, messages))
             self._buffered += len(messages)
-            self._last_arrival = time.monotonic()
             self.cond.notify_all()
 
     def buffered(self) -> int:
@@ -157,18 +157,33 @@ class Consumer:
                     return False
                 self.cond.wait(remaining)
 
-    def wait_to_fill(self, budget: float, max_rows: int | None) -> int:
-        """Let a batch grow: wait up to ``budget`` seconds while messages keep
-        arriving (a pause of ARRIVAL_GAP means nsqd has nothing more to send,
-        or max_in_flight is reached) and fewer than ``max_rows`` are buffered.
+    def half_budget(self) -> int:
+        """Half of max_in_flight on every nsqd connected: a batch no larger
+        leaves the other half to arrive while Spark runs it."""
+        nsqd = {conn.id for conn in list(self.subscription.conns.values())}
+        return max(1, self.config.max_in_flight * max(1, len(nsqd)) // 2)
+
+    def wait_to_fill(self, budget: float, target: int | None) -> int:
+        """Let a batch grow while it is worth it: wait up to ``budget`` seconds
+        while fewer than ``target`` messages are buffered and the buffer still
+        grows by FILL_GROWTH every ARRIVAL_GAP (a backlog streaming in; a
+        steady trickle or a full max_in_flight ends the wait at once).
         Returns the number buffered."""
         deadline = time.monotonic() + budget
         with self.cond:
-            while self._buffered < (max_rows or self._buffered + 1):
+            while target is None or self._buffered < target:
+                before = self._buffered
                 now = time.monotonic()
-                if now >= deadline or now - self._last_arrival >= ARRIVAL_GAP or self.closing.is_set():
+                if now >= deadline or self.closing.is_set():
                     break
-                self.cond.wait(min(deadline - now, ARRIVAL_GAP))
+                gap_end = min(now + ARRIVAL_GAP, deadline)
+                while not self.closing.is_set():  # (every read wakes the condition: wait out the gap)
+                    left = gap_end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.cond.wait(left)
+                if self._buffered < before * (1 + FILL_GROWTH) or self._buffered == before:
+                    break
             return self._buffered
 
     def _hold_back_late(self) -> None:

@@ -77,12 +77,14 @@ def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
 
 
 class NsqInputPartition(InputPartition):
-    """One slice of a micro-batch: its rows as an Arrow IPC stream, built on the driver."""
+    """One slice of a micro-batch: its per-message columns as an Arrow IPC
+    stream built on the driver, and which nsqd delivered which of its rows."""
 
-    def __init__(self, payload: bytes, rows: int) -> None:
+    def __init__(self, payload: bytes, rows: int, nsqd: list[tuple[str, int]]) -> None:
         super().__init__(rows)
         self.payload = payload
         self.rows = rows
+        self.nsqd = nsqd
 
 
 def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
@@ -187,6 +189,8 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # now, which gives its max_in_flight room back to the next batch.
             consumer.finish_through(int(start["seq"]))  # type: ignore[index]
         max_rows, max_bytes, min_rows = self._limits(limit)
+        if max_rows is None:
+            max_rows = consumer.half_budget()
         if self._available_now:
             consumer.wait_for_messages(self.config.available_now_idle)
         if consumer.buffered() and self.config.batch_wait:
@@ -222,11 +226,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ]
         if not runs:
             return []
-        batch = arrow_columns.record_batch(
-            runs, [name for _, name in self.columns], self._arrow_schema(), self.config.topic, self.config.channel
-        )
+        batch, nsqd = arrow_columns.record_batch(runs, [name for _, name in self.columns])
         parts = arrow_columns.partition_count(batch, self.config.num_partitions)
-        return [NsqInputPartition(payload, rows) for payload, rows in arrow_columns.to_ipc(batch, parts)]
+        return [NsqInputPartition(*piece) for piece in arrow_columns.to_ipc(batch, nsqd, parts)]
 
     def commit(self, end: dict) -> None:
         # (latestOffset has normally finished these already)
@@ -243,4 +245,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, NsqInputPartition) or not partition.rows:
             return iter(())
-        return arrow_columns.from_ipc(partition.payload, self._arrow_schema())
+        return arrow_columns.from_ipc(
+            partition.payload, partition.nsqd, [name for _, name in self.columns], self._arrow_schema(),
+            self.config.topic, self.config.channel,
+        )
