@@ -4,6 +4,7 @@ nsqd with the topic, RDY spread over them) plus what a streaming source
 needs on top: the buffer of received messages, the messages set aside after
 an availableNow cut-off, the chunks handed to planned micro-batches, FIN
 only when a batch is committed, and TOUCH for everything held meanwhile.
+Messages stay in the list each read produced (a slab) from arrival to FIN.
 Nothing here imports pyspark.
 """
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """The `nsq` streaming source. Spark keeps one stream reader object on the
 driver for the life of a query; that object owns the consumer
 (``nsq.spark.consumer``: connections subscribed to topic/channel, the buffer
-of received messages, and the messages of planned batches). Micro-batch data
-travels to the executors inside the pickled input partitions. A message is
-finished (FIN, on the connection that received it) only in commit(), which
-Spark calls for batch N when it plans batch N+1; the source therefore asks
-for one trailing empty batch after a batch that carried data. Messages held
-meanwhile are TOUCHed. Offsets name the reader's session, so that a
-restarted query does not take a dead run's batches for its own: those
-messages come back from nsqd.
+of received messages, and the messages of planned batches). A micro-batch
+travels to the executors as Arrow IPC streams inside the input partitions
+(``nsq.spark.columns``). A message is finished (FIN, on the connection that
+received it) only once its batch is in Spark's commit log: in
+latestOffset(start), which Spark calls for the next batch only after the
+batch ending at start has run and been committed, and at the latest in
+commit(). Messages held meanwhile are TOUCHed. Offsets name the reader's
+session, so that a restarted query does not take a dead run's batches for
+its own: those messages come back from nsqd.
 """
 from __future__ import annotations
 
