@@ -1,23 +1,38 @@
-# Throughput of nsq.spark on a local Spark (local[2] by default) and a real nsqd
-# (from .nsq-bin, started through tests/servers.py): the sink (batch
-# df.write.format("nsq"), rows/s) and the streaming source
-# (readStream.format("nsq") with Trigger.AvailableNow into the noop sink,
-# messages/s). Prints one JSON object.
+# nsq.spark on a local Spark (local[2] by default) and a real nsqd (from
+# .nsq-bin, started through tests/servers.py), with the source's options at
+# their defaults. Prints one JSON object with:
 #
-#   python benchmarks/bench_spark.py [--sink-rows 1000000] [--source-messages 300000]
+#   sink     batch df.write.format("nsq"), rows/s
+#   reader   this package's nsq.Reader (threads backend, max_in_flight 2500, as
+#            in make bench's consume row) draining the same backlog as the
+#            source, in a process of its own: the reference rate
+#   source   readStream.format("nsq") with Trigger.AvailableNow into the noop
+#            sink over that backlog (every message a copy of the Reader's, on a
+#            channel of its own), msgs/s, its ratio to the Reader's rate, and
+#            the driver-side reader process's resident memory
+#   latency  a processingTime("1 second") query into the memory sink while a
+#            publisher sends a steady 10,000 msgs/s: publish -> row in the sink
+#            (p50/p99), and the driver's resident memory at that rate
+#
+#   python benchmarks/bench_spark.py [--sink-rows 1000000] [--source-messages 1000000]
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+READER_MAX_IN_FLIGHT = 2500
 
 
 def make_spark(master: str):
@@ -30,6 +45,7 @@ def make_spark(master: str):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -39,9 +55,76 @@ def make_spark(master: str):
     return spark
 
 
-def bench_sink(spark, nsqd, rows: int, body_size: int, repeats: int) -> dict:
+def bodies_df(spark, rows: int, body_size: int):
     pad = "x" * max(0, body_size - 12)
-    df = spark.range(rows).selectExpr("concat(lpad(cast(id as string), 12, '0'), '%s') as body" % pad)
+    return spark.range(rows).selectExpr("concat(lpad(cast(id as string), 12, '0'), '%s') as body" % pad)
+
+
+# ----------------------------------------------------------------------------- driver memory
+
+
+class DriverMemory:
+    """Samples the resident memory of the Python processes of this JVM that
+    run a streaming source's driver-side reader (python_streaming_source_runner)."""
+
+    def __init__(self, spark, interval: float = 0.1) -> None:
+        self.jvm_pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        self.interval = interval
+        self.peak_rss_kb = 0
+        self.samples_kb: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _runners(self) -> list[str]:
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % entry, "rb") as f:
+                    cmdline = f.read()
+                with open("/proc/%s/stat" % entry) as f:
+                    ppid = f.read().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                continue
+            if b"python_streaming_source_runner" in cmdline and ppid == self.jvm_pid:
+                pids.append(entry)
+        return pids
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for pid in self._runners():
+                try:
+                    with open("/proc/%s/status" % pid) as f:
+                        fields = dict(line.split(":", 1) for line in f if ":" in line)
+                except OSError:
+                    continue
+                rss = int(fields.get("VmRSS", "0 kB").split()[0])
+                hwm = int(fields.get("VmHWM", "0 kB").split()[0])
+                self.samples_kb.append(rss)
+                self.peak_rss_kb = max(self.peak_rss_kb, rss, hwm)
+
+    def __enter__(self) -> "DriverMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def report(self) -> dict:
+        samples = sorted(self.samples_kb)
+        return {
+            "driver_rss_peak_mb": round(self.peak_rss_kb / 1024, 1),
+            "driver_rss_median_mb": round(samples[len(samples) // 2] / 1024, 1) if samples else None,
+        }
+
+
+# ----------------------------------------------------------------------------- sink
+
+
+def bench_sink(spark, nsqd, rows: int, body_size: int, repeats: int) -> dict:
+    df = bodies_df(spark, rows, body_size)
     df.write.format("noop").mode("overwrite").save()  # warm up the JVM side of the plan
     runs = []
     for i in range(repeats + 1):  # the first run also starts the Python workers: reported apart
@@ -64,29 +147,94 @@ def bench_sink(spark, nsqd, rows: int, body_size: int, repeats: int) -> dict:
     }
 
 
-def bench_source(spark, nsqd, messages: int, body_size: int, options: dict) -> dict:
-    topic = "source"
-    pad = "x" * max(0, body_size - 12)
-    (spark.range(messages).selectExpr("concat(lpad(cast(id as string), 12, '0'), '%s') as body" % pad)
-     .write.format("nsq").mode("append").option("topic", topic).option("nsqd_tcp_addresses", nsqd.tcp_address).save())
-    nsqd.create_channel(topic, "bench")
+# ----------------------------------------------------------------------------- nsq.Reader
+
+
+def reader_rate(address: str, topic: str, channel: str, messages: int, timeout: float) -> dict:
+    """Drain `messages` with nsq.Reader (run in a process of its own by main)."""
+    import nsq
+
+    state = {"count": 0, "first": None, "last": None}
+    done = threading.Event()
+
+    def handler(message) -> bool:
+        now = time.perf_counter()
+        if state["first"] is None:
+            state["first"] = now
+        state["count"] += 1
+        if state["count"] >= messages:
+            state["last"] = now
+            done.set()
+        return True
+
+    reader = nsq.Reader(topic, channel, handler, nsqd_tcp_addresses=[address],
+                        max_in_flight=READER_MAX_IN_FLIGHT, backend="threads")
+    reader.start()
+    try:
+        finished = done.wait(timeout)
+    finally:
+        reader.close()
+    if not finished:
+        raise SystemExit("nsq.Reader read %d of %d messages in %ss" % (state["count"], messages, timeout))
+    elapsed = state["last"] - state["first"]
+    return {
+        "messages": state["count"],
+        "max_in_flight": READER_MAX_IN_FLIGHT,
+        "backend": "threads",
+        "elapsed_s": round(elapsed, 3),
+        "messages_per_s": round(state["count"] / elapsed),
+    }
+
+
+def bench_reader(nsqd, topic: str, channel: str, messages: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--reader-only", nsqd.tcp_address, topic, channel, str(messages)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )
+    return json.loads(out.stdout)
+
+
+# ----------------------------------------------------------------------------- source
+
+
+def _progress_time(progress: dict) -> float:
+    """Epoch seconds of a progress event's trigger start."""
+    stamp = datetime.datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def _batch_end(progress: dict) -> float:
+    """Epoch seconds when a micro-batch ended (its rows in the sink, its commit log written)."""
+    return _progress_time(progress) + progress["durationMs"].get("triggerExecution", 0) / 1000.0
+
+
+def bench_source(spark, nsqd, topic: str, channel: str, messages: int, body_size: int, options: dict) -> dict:
     checkpoint = tempfile.mkdtemp(prefix="nsq-spark-bench-")
     reader = (
-        spark.readStream.format("nsq").option("topic", topic).option("channel", "bench")
-        .option("nsqd_tcp_addresses", nsqd.tcp_address).option("available_now_idle_ms", "300")
+        spark.readStream.format("nsq").option("topic", topic).option("channel", channel)
+        .option("nsqd_tcp_addresses", nsqd.tcp_address)
     )
     for key, value in options.items():
         reader = reader.option(key, str(value))
-    started = time.perf_counter()
-    query = reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint) \
-        .trigger(availableNow=True).start()
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
+    with DriverMemory(spark) as memory:
+        started_wall = time.time()
+        started = time.perf_counter()
+        query = reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint) \
+            .trigger(availableNow=True).start()
+        query.awaitTermination()
+        elapsed = time.perf_counter() - started
     progress = query.recentProgress
     total = sum(p["numInputRows"] for p in progress)
     data_batches = [p for p in progress if p["numInputRows"]]
+    # From the first batch's trigger to the end of the batch holding the last
+    # message, as the Reader's rate runs from its first message to its last;
+    # with the query's start-up (start() -> first trigger) too, reported apart.
+    # The run then waits available_now_idle_ms to see that nothing more comes.
+    last_row = max(_batch_end(p) for p in data_batches)
+    first_trigger = min(_progress_time(p) for p in progress)
+    to_last_row = last_row - first_trigger
     busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in data_batches)
-    stats = nsqd.channel_stats(topic, "bench")
+    stats = nsqd.channel_stats(topic, channel)
     phases: dict = {}
     for p in data_batches:
         for phase, ms in p["durationMs"].items():
@@ -95,26 +243,138 @@ def bench_source(spark, nsqd, messages: int, body_size: int, options: dict) -> d
         "messages": messages,
         "read": total,
         "body_bytes": body_size,
-        "options": options,
-        "elapsed_s": round(elapsed, 3),
-        "messages_per_s": round(total / elapsed),
+        "options": options or "defaults",
+        "first_trigger_to_last_row_s": round(to_last_row, 3),
+        "messages_per_s": round(total / to_last_row),
+        "start_to_last_row_s": round(last_row - started_wall, 3),
+        "messages_per_s_with_start_up": round(total / (last_row - started_wall)),
+        "elapsed_with_end_of_run_s": round(elapsed, 3),
         "batches": len(progress),
         "data_batches": len(data_batches),
+        "mean_batch_rows": round(total / len(data_batches)) if data_batches else 0,
         "messages_per_s_in_batches": round(total / (busy_ms / 1000.0)) if busy_ms else None,
         "mean_batch_ms_by_phase": {k: round(v / len(data_batches)) for k, v in sorted(phases.items())} if data_batches else {},
         "left_in_nsqd": stats["depth"] + stats["in_flight_count"],
+        **memory.report(),
     }
 
 
+# ----------------------------------------------------------------------------- latency
+
+
+class Publisher(threading.Thread):
+    """Publishes `rate` msgs/s in MPUBs every 10 ms; each body starts with its publish time (ns)."""
+
+    def __init__(self, address: str, topic: str, rate: int, body_size: int) -> None:
+        super().__init__(daemon=True)
+        import nsq
+
+        self.writer = nsq.Writer([address], backend="threads")
+        self.topic = topic
+        self.per_tick = max(1, rate // 100)
+        self.pad = b"x" * max(0, body_size - 20)
+        self.published = 0
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        tick = time.monotonic()
+        try:
+            while not self.stop_event.is_set():
+                now_ns = time.time_ns()
+                self.writer.mpub(self.topic, [b"%020d%s" % (now_ns, self.pad)] * self.per_tick)
+                self.published += self.per_tick
+                tick += 0.01
+                delay = tick - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        except BaseException as exc:  # reported by the bench
+            self.error = exc
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+        self.writer.close()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_latency(spark, nsqd, rate: int, seconds: float, warmup: float, body_size: int) -> dict:
+    topic, channel, name = "latency", "spark", "latency_rows"
+    nsqd.create_topic(topic)
+    nsqd.create_channel(topic, channel)
+    checkpoint = tempfile.mkdtemp(prefix="nsq-spark-latency-")
+    query = (
+        spark.readStream.format("nsq").option("topic", topic).option("channel", channel)
+        .option("nsqd_tcp_addresses", nsqd.tcp_address).load()
+        .selectExpr("cast(substring(cast(body as string), 1, 20) as bigint) as published_ns",
+                    "current_timestamp() as batch_ts")
+        .writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+        .trigger(processingTime="1 second").start()
+    )
+    publisher = Publisher(nsqd.tcp_address, topic, rate, body_size)
+    with DriverMemory(spark) as memory:
+        time.sleep(2)  # the query's first (empty) batches and the reader's connections
+        publisher.start()
+        time.sleep(seconds)
+        publisher.stop()
+        if publisher.error is not None:
+            raise publisher.error
+        count = lambda: spark.sql("select count(*) from %s" % name).collect()[0][0]  # noqa: E731
+        deadline = time.monotonic() + 60
+        while count() < publisher.published and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2.5)  # the last batch's commit and its progress event
+    query.stop()
+    rows = spark.sql("select published_ns, cast(batch_ts as double) as batch_s from %s" % name).collect()
+    assert len(rows) >= publisher.published, (len(rows), publisher.published)
+    # rows -> micro-batch: current_timestamp() is the batch's timestamp; batches carrying rows, in order
+    data = sorted((p for p in query.recentProgress if p["numInputRows"]), key=lambda p: p["batchId"])
+    stamps = sorted({r.batch_s for r in rows})
+    per_stamp = {s: 0 for s in stamps}
+    for r in rows:
+        per_stamp[r.batch_s] += 1
+    assert [per_stamp[s] for s in stamps] == [p["numInputRows"] for p in data], "rows do not match the batches"
+    end_of = {s: _batch_end(p) for s, p in zip(stamps, data)}
+    first_counted = min(r.published_ns for r in rows) / 1e9 + warmup
+    latencies = [end_of[r.batch_s] - r.published_ns / 1e9 for r in rows if r.published_ns / 1e9 >= first_counted]
+    return {
+        "trigger": "processingTime 1 second",
+        "publish_rate_per_s": rate,
+        "published": publisher.published,
+        "rows": len(rows),
+        "measured_rows": len(latencies),
+        "warmup_s": warmup,
+        "latency_p50_s": round(_percentile(latencies, 0.5), 3),
+        "latency_p99_s": round(_percentile(latencies, 0.99), 3),
+        "latency_max_s": round(max(latencies), 3),
+        "batches": len(data),
+        "mean_batch_rows": round(len(rows) / len(data)),
+        **memory.report(),
+    }
+
+
+# ----------------------------------------------------------------------------- main
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--reader-only":
+        address, topic, channel, messages = sys.argv[2:6]
+        print(json.dumps(reader_rate(address, topic, channel, int(messages), timeout=600)))
+        return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--sink-rows", type=int, default=1_000_000)
     parser.add_argument("--sink-repeats", type=int, default=3)
-    parser.add_argument("--source-messages", type=int, default=300_000)
+    parser.add_argument("--source-messages", type=int, default=1_000_000)
     parser.add_argument("--body-size", type=int, default=100)
-    parser.add_argument("--max-in-flight", type=int, default=None, help="source option max_in_flight")
-    parser.add_argument("--max-messages-per-batch", type=int, default=None, help="source option max_messages_per_batch")
+    parser.add_argument("--latency-rate", type=int, default=10_000, help="msgs/s published during the latency run")
+    parser.add_argument("--latency-seconds", type=float, default=20.0)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a source option (the figures are for the defaults)")
     args = parser.parse_args()
 
     from servers import Nsqd
@@ -125,20 +385,29 @@ def main() -> None:
     nsqd = Nsqd("--mem-queue-size=%d" % max(args.sink_rows, args.source_messages, 10000))
     spark = make_spark(args.master)
     try:
-        options = {}
-        if args.max_in_flight:
-            options["max_in_flight"] = args.max_in_flight
-        if args.max_messages_per_batch:
-            options["max_messages_per_batch"] = args.max_messages_per_batch
-        result = {
+        options = dict(item.split("=", 1) for item in args.option)
+        result: dict = {
             "benchmark": "nsq.spark",
             "pyspark": pyspark.__version__,
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "master": args.master,
-            "sink": bench_sink(spark, nsqd, args.sink_rows, args.body_size, args.sink_repeats),
-            "source": bench_source(spark, nsqd, args.source_messages, args.body_size, options),
+            "load_before": os.getloadavg(),
         }
+        result["sink"] = bench_sink(spark, nsqd, args.sink_rows, args.body_size, args.sink_repeats)
+        # one backlog, two channels: every message goes to both the Reader's and the source's
+        topic = "source"
+        nsqd.create_topic(topic)
+        nsqd.create_channel(topic, "reader")
+        nsqd.create_channel(topic, "spark")
+        (bodies_df(spark, args.source_messages, args.body_size).write.format("nsq").mode("append")
+         .option("topic", topic).option("nsqd_tcp_addresses", nsqd.tcp_address).save())
+        result["reader"] = bench_reader(nsqd, topic, "reader", args.source_messages)
+        source = bench_source(spark, nsqd, topic, "spark", args.source_messages, args.body_size, options)
+        source["ratio_to_reader"] = round(source["messages_per_s"] / result["reader"]["messages_per_s"], 3)
+        result["source"] = source
+        result["latency"] = bench_latency(spark, nsqd, args.latency_rate, args.latency_seconds, 3.0, args.body_size)
+        result["load_after"] = os.getloadavg()
     finally:
         spark.stop()
         nsqd.close()

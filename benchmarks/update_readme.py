@@ -24,18 +24,44 @@ def spark_section(results_dir: str) -> str | None:
     with open(path) as f:
         data = json.load(f)
     sink, source = data["sink"], data["source"]
-    return "\n".join(
-        [
-            "#### Spark (nsq.spark, `%s`, PySpark %s)" % (data["master"], data["pyspark"]),
-            "",
-            "| direction | what | rate |",
-            "|---|---|---:|",
-            "| sink | `df.write.format(\"nsq\")`, %s rows | %s rows/s |"
-            % (format(sink.get("rows", 0), ","), format(sink.get("rows_per_s", 0), ",")),
-            "| source | `readStream.format(\"nsq\")`, availableNow, %s messages | %s msgs/s |"
-            % (format(source.get("messages", 0), ","), format(source.get("messages_per_s", 0), ",")),
+    reader, latency = data.get("reader") or {}, data.get("latency") or {}
+
+    def n(value) -> str:
+        return format(value, ",") if isinstance(value, int) else str(value)
+
+    lines = [
+        "#### Spark (nsq.spark, `%s`, PySpark %s, source options at their defaults)" % (data["master"], data["pyspark"]),
+        "",
+        "| what | measured |",
+        "|---|---:|",
+        "| sink: `df.write.format(\"nsq\")`, %s rows | %s rows/s |" % (n(sink.get("rows", 0)), n(sink.get("rows_per_s", 0))),
+        "| source: `readStream.format(\"nsq\")`, availableNow into `noop`, %s messages | %s msgs/s |"
+        % (n(source.get("messages", 0)), n(source.get("messages_per_s", 0))),
+    ]
+    if reader:
+        lines += [
+            "| nsq.Reader (threads, max_in_flight %s) over the same backlog | %s msgs/s |"
+            % (n(reader.get("max_in_flight")), n(reader.get("messages_per_s", 0))),
+            "| source / Reader | %.2f |" % source.get("ratio_to_reader", 0),
         ]
-    )
+    if latency:
+        lines.append(
+            "| latency, publish -> memory sink, processingTime 1 s at %s msgs/s: p50 / p99 | %.2f s / %.2f s |"
+            % (n(latency.get("publish_rate_per_s")), latency.get("latency_p50_s", 0), latency.get("latency_p99_s", 0))
+        )
+    if "driver_rss_peak_mb" in source:
+        lines.append(
+            "| driver RSS (source's reader process), peak: backlog run / latency run | %s MB / %s MB |"
+            % (source["driver_rss_peak_mb"], latency.get("driver_rss_peak_mb", "—"))
+        )
+    if "load_before" in data:
+        lines += ["", "Load average before / after the run: %.2f / %.2f on %s CPUs. The source's rate runs from its "
+                  "first micro-batch to the end of the batch holding the last message (%s msgs/s counting the "
+                  "query's start-up too); the Reader's from its first message to its last. Details: "
+                  "`benchmarks/results/spark.json`, [docs/spark.md](docs/spark.md#performance)."
+                  % (data["load_before"][0], data.get("load_after", [0])[0], data.get("cpus"),
+                     n(source.get("messages_per_s_with_start_up", 0)))]
+    return "\n".join(lines)
 
 
 def pulsar_section(results_dir: str) -> str | None:

@@ -355,6 +355,47 @@ def test_stream_read_killed_and_restarted(spark, nsqd, topic, tmp_path, capsys):
     assert distinct == {b"k-%d" % i for i in range(n)}, "messages lost"
 
 
+def test_two_queries_on_one_channel_receive_every_message_once(spark, nsqd, topic, tmp_path, capsys):
+    # nsqd spreads a channel's messages over its consumers, so two queries on
+    # one channel share the stream: together they see every message. A
+    # message goes to the other query only if nsqd gave it back (REQ) or
+    # timed it out; when neither happened, each message is seen exactly once.
+    n = 20_000
+    channel = "shared"
+    nsqd.create_topic(topic)
+    nsqd.create_channel(topic, channel)
+    names = ["share_a_" + uuid.uuid4().hex[:6], "share_b_" + uuid.uuid4().hex[:6]]
+    # a small max_in_flight: neither query can take the whole stream while the other waits
+    queries = [
+        _read_query(spark, nsqd, topic, channel, tmp_path / ("ck-%d" % i), sink_name=name,
+                    trigger={"processingTime": "200 milliseconds"}, max_in_flight=2000)
+        for i, name in enumerate(names)
+    ]
+    try:
+        wait_until(lambda: len(nsqd.clients(topic, channel)) >= 2, timeout=60, interval=0.1,
+                   message=lambda: "clients: %r" % (nsqd.clients(topic, channel),))
+        nsqd.http_mpub(topic, (b"s-%d" % i for i in range(n)))
+        count = lambda name: spark.sql("select count(*) from %s" % name).collect()[0][0]  # noqa: E731
+        wait_until(lambda: sum(count(name) for name in names) >= n, timeout=120, interval=0.25,
+                   message=lambda: "the sinks have %s rows" % ([count(name) for name in names],))
+        stats = assert_channel_drained(nsqd, topic, channel)
+        for query in queries:
+            assert query.isActive, query.exception()
+    finally:
+        _stop_all(spark)
+    per_query = [[r.body for r in spark.sql("select body from %s" % name).collect()] for name in names]
+    union = per_query[0] + per_query[1]
+    with capsys.disabled():
+        print("\n[two queries, one channel] %d messages: %d and %d rows; nsqd requeued %d, timed out %d"
+              % (n, len(per_query[0]), len(per_query[1]), stats["requeue_count"], stats["timeout_count"]))
+    assert set(union) == {b"s-%d" % i for i in range(n)}, "messages lost"
+    assert all(per_query), "one query received nothing: the stream was not shared"
+    if stats["requeue_count"] == 0 and stats["timeout_count"] == 0:
+        assert len(union) == n, "duplicates although nsqd redelivered nothing"
+    else:  # only what nsqd redelivered may appear twice
+        assert len(union) - n <= stats["requeue_count"] + stats["timeout_count"]
+
+
 def test_held_messages_are_touched(spark, nsqd, topic, tmp_path):
     # Messages wait in the buffer between triggers (4s) far longer than their
     # msg_timeout (1.5s): without TOUCH nsqd would time them out and resend them.

@@ -186,8 +186,8 @@ def discover(
     return sorted(found)
 
 
-DEFAULT_MAX_IN_FLIGHT = 20000
-DEFAULT_MAX_MESSAGES_PER_BATCH = 10000
+DEFAULT_MAX_IN_FLIGHT = 200000
+DEFAULT_MAX_BATCH_WAIT_MS = 500
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,9 @@ class SourceConfig:
     lookupd_timeout: float
     lookupd_poll_interval: float
     max_in_flight: int
-    max_messages_per_batch: int
+    max_messages_per_batch: int | None  # None: a batch takes what has arrived (max_in_flight bounds it)
     max_bytes_per_batch: int | None
+    batch_wait: float  # seconds latestOffset may wait for a batch to fill while messages keep arriving
     num_partitions: int
     msg_timeout: float | None
     touch_interval: float | None
@@ -236,10 +237,9 @@ class SourceConfig:
             lookupd_timeout=opts.get_int("lookupd_timeout_ms", 5000, minimum=1) / 1000.0,
             lookupd_poll_interval=opts.get_int("lookupd_poll_interval_ms", 30000, minimum=100) / 1000.0,
             max_in_flight=max_in_flight,
-            max_messages_per_batch=opts.get_int(
-                "max_messages_per_batch", min(DEFAULT_MAX_MESSAGES_PER_BATCH, max_in_flight), minimum=1
-            ),
+            max_messages_per_batch=opts.get_int("max_messages_per_batch", 0, minimum=0) or None,
             max_bytes_per_batch=max_bytes or None,
+            batch_wait=opts.get_int("max_batch_wait_ms", DEFAULT_MAX_BATCH_WAIT_MS, minimum=0) / 1000.0,
             num_partitions=opts.get_int("num_partitions", 2, minimum=1),
             msg_timeout=msg_timeout_ms / 1000.0 if msg_timeout_ms else None,
             touch_interval=touch_ms / 1000.0 if touch_ms else None,

@@ -4,6 +4,7 @@ nsqd with the topic, RDY spread over them) plus what a streaming source
 needs on top: the buffer of received messages, the messages set aside after
 an availableNow cut-off, the chunks handed to planned micro-batches, FIN
 only when a batch is committed, and TOUCH for everything held meanwhile.
+Messages stay in the list each read produced (a slab) from arrival to FIN.
 Nothing here imports pyspark.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import collections
 import logging
 import threading
 import time
+from typing import Iterable
 
 from ..conn import Connection
 from ..errors import Error
@@ -24,30 +26,54 @@ logger = logging.getLogger(__name__)
 #: how often the TOUCH timer looks whether a round is due (seconds)
 TOUCH_CHECK_INTERVAL = 0.25
 
+#: while a batch fills, the buffer is looked at this often (seconds) ...
+ARRIVAL_GAP = 0.03
+#: ... and the wait goes on while it grew by this fraction meanwhile
+FILL_GROWTH = 0.1
 
-class _Chunk:
-    """Messages handed out by one latestOffset() call: sequence numbers [start, end)."""
+#: the messages of one read on one connection: received, buffered, batched and finished together
+Slab = tuple[Connection, list[Message]]
 
-    __slots__ = ("start", "end", "items")
 
-    def __init__(self, start: int, end: int, items: list[tuple[Connection, Message]]) -> None:
+class Chunk:
+    """Messages handed to one planned micro-batch: sequence numbers [start, end), in slabs."""
+
+    __slots__ = ("start", "end", "slabs")
+
+    def __init__(self, start: int, end: int, slabs: list[Slab]) -> None:
         self.start = start
         self.end = end
-        self.items = items
+        self.slabs = slabs
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+def _by_conn(slabs: Iterable[Slab]) -> dict[Connection, list[bytes]]:
+    """The message ids of slabs, grouped by the connection that received them."""
+    ids: dict[Connection, list[bytes]] = {}
+    for conn, messages in slabs:
+        ids.setdefault(conn, []).extend([m.id for m in messages])
+    return ids
 
 
 class Consumer:
     """Connections subscribed to one topic/channel, and every message they
-    received and that is not finished yet (buffered, held back, or in a chunk)."""
+    received and that is not finished yet (buffered, held back, or in a chunk).
+
+    Messages stay in the slabs their reads produced (one list per read and
+    connection): buffering, batching, TOUCH and FIN work per slab, never per
+    message, which keeps the driver's receive path the compiled codec's."""
 
     def __init__(self, config: SourceConfig) -> None:
         self.config = config
         self.cond = threading.Condition(threading.RLock())  # guards the message structures
         self._io_lock = threading.Lock()  # orders FIN / TOUCH / REQ writes (never taken under cond)
-        self.buffer: collections.deque[tuple[Connection, Message]] = collections.deque()
+        self.buffer: collections.deque[Slab] = collections.deque()
+        self._buffered = 0  # messages in buffer
         #: messages received after the availableNow cut-off: never batched, returned to nsqd at the end
-        self.held: list[tuple[Connection, Message]] = []
-        self.chunks: collections.deque[_Chunk] = collections.deque()
+        self.held: list[Slab] = []
+        self.chunks: collections.deque[Chunk] = collections.deque()
         self.closing = threading.Event()
         self.received = 0
         self.finished = 0
@@ -101,8 +127,9 @@ class Consumer:
             # Buffered messages of a dead connection cannot be finished: nsqd
             # gives them to another consumer, maybe to us again. Drop them.
             if any(c is conn for c, _ in self.buffer):
-                self.buffer = collections.deque(item for item in self.buffer if item[0] is not conn)
-            self.held = [item for item in self.held if item[0] is not conn]
+                self.buffer = collections.deque(slab for slab in self.buffer if slab[0] is not conn)
+                self._buffered = sum(len(messages) for _, messages in self.buffer)
+            self.held = [slab for slab in self.held if slab[0] is not conn]
         if not self.closing.is_set():
             logger.warning("nsq source: lost nsqd connection %s (%s)", conn.id, conn.close_error)
 
@@ -111,11 +138,12 @@ class Consumer:
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         with self.cond:
             self.received += len(messages)
-            self.buffer.extend([(conn, m) for m in messages])
+            self.buffer.append((conn, messages))
+            self._buffered += len(messages)
             self.cond.notify_all()
 
     def buffered(self) -> int:
-        return len(self.buffer)
+        return self._buffered
 
     def wait_for_messages(self, timeout: float) -> bool:
         """Block until an eligible message is buffered (True) or timeout passes."""
@@ -130,89 +158,129 @@ class Consumer:
                     return False
                 self.cond.wait(remaining)
 
+    def half_budget(self) -> int:
+        """Half of max_in_flight on every nsqd connected: a batch no larger
+        leaves the other half to arrive while Spark runs it."""
+        nsqd = {conn.id for conn in list(self.subscription.conns.values())}
+        return max(1, self.config.max_in_flight * max(1, len(nsqd)) // 2)
+
+    def wait_to_fill(self, budget: float, target: int | None) -> int:
+        """Let a batch grow while it is worth it: wait up to ``budget`` seconds
+        while fewer than ``target`` messages are buffered and the buffer still
+        grows by FILL_GROWTH every ARRIVAL_GAP (a backlog streaming in; a
+        steady trickle or a full max_in_flight ends the wait at once).
+        Returns the number buffered."""
+        deadline = time.monotonic() + budget
+        with self.cond:
+            while target is None or self._buffered < target:
+                before = self._buffered
+                now = time.monotonic()
+                if now >= deadline or self.closing.is_set():
+                    break
+                gap_end = min(now + ARRIVAL_GAP, deadline)
+                while not self.closing.is_set():  # (every read wakes the condition: wait out the gap)
+                    left = gap_end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.cond.wait(left)
+                if self._buffered < before * (1 + FILL_GROWTH) or self._buffered == before:
+                    break
+            return self._buffered
+
     def _hold_back_late(self) -> None:
         """With an availableNow cut-off, set aside messages nsqd accepted after it."""
         cutoff = self.cutoff_ns
         if cutoff is None or not self.buffer:
             return
-        if all(m.timestamp <= cutoff for _, m in self.buffer):
+        if all(max(m.timestamp for m in messages) <= cutoff for _, messages in self.buffer):
             return
-        keep: collections.deque[tuple[Connection, Message]] = collections.deque()
-        for item in self.buffer:
-            (keep if item[1].timestamp <= cutoff else self.held).append(item)
+        keep: collections.deque[Slab] = collections.deque()
+        for conn, messages in self.buffer:
+            early = [m for m in messages if m.timestamp <= cutoff]
+            if len(early) < len(messages):
+                self.held.append((conn, [m for m in messages if m.timestamp > cutoff]))
+            if early:
+                keep.append((conn, early))
         self.buffer = keep
+        self._buffered = sum(len(messages) for _, messages in keep)
 
-    def take(self, max_rows: int | None, max_bytes: int | None) -> list[tuple[Connection, Message]]:
+    def take(self, max_rows: int | None, max_bytes: int | None) -> list[Slab]:
+        """Remove from the buffer up to max_rows messages of at most max_bytes
+        body bytes in all (at least one message if any is buffered)."""
         with self.cond:
             self._hold_back_late()
             buffer = self.buffer
-            if max_bytes is None:
-                count = len(buffer) if max_rows is None else min(max_rows, len(buffer))
-                return [buffer.popleft() for _ in range(count)]
-            items: list[tuple[Connection, Message]] = []
+            taken: list[Slab] = []
+            rows = 0
             size = 0
-            while buffer and (max_rows is None or len(items) < max_rows):
-                body_len = len(buffer[0][1].body)
-                if items and size + body_len > max_bytes:
+            while buffer and (max_rows is None or rows < max_rows):
+                conn, messages = buffer[0]
+                room = len(messages) if max_rows is None else min(len(messages), max_rows - rows)
+                if max_bytes is not None:
+                    fit = 0
+                    for message in messages[:room]:
+                        if (rows or fit) and size + len(message.body) > max_bytes:
+                            break
+                        size += len(message.body)
+                        fit += 1
+                    room = fit
+                if room == 0:
                     break
-                items.append(buffer.popleft())
-                size += body_len
-            return items
+                if room == len(messages):
+                    buffer.popleft()
+                    taken.append((conn, messages))
+                else:
+                    taken.append((conn, messages[:room]))
+                    buffer[0] = (conn, messages[room:])
+                rows += room
+            self._buffered -= rows
+            return taken
 
-    def add_chunk(self, chunk: _Chunk) -> None:
+    def plan(self, start: int, max_rows: int | None, max_bytes: int | None) -> Chunk | None:
+        """Move buffered messages into a new chunk numbered from ``start``
+        (None when nothing is buffered)."""
+        slabs = self.take(max_rows, max_bytes)
+        if not slabs:
+            return None
+        chunk = Chunk(start, start + sum(len(messages) for _, messages in slabs), slabs)
         with self.cond:
             self.chunks.append(chunk)
+        return chunk
 
-    def items_between(self, start: int, end: int) -> list[tuple[Connection, Message]]:
+    def chunks_between(self, start: int, end: int) -> list[Chunk]:
+        """The chunks planned within sequence numbers [start, end)."""
         with self.cond:
-            items: list[tuple[Connection, Message]] = []
-            for chunk in self.chunks:
-                if chunk.start >= start and chunk.end <= end:
-                    items.extend(chunk.items)
-            return items
-
-    def unfinished_through(self, seq: int) -> bool:
-        """True when a chunk that ends at or before seq is not finished yet."""
-        with self.cond:
-            return bool(self.chunks) and self.chunks[0].end <= seq
+            return [chunk for chunk in self.chunks if chunk.start >= start and chunk.end <= end]
 
     def finish_through(self, seq: int) -> int:
-        """FIN every message of the chunks that end at or before seq."""
+        """FIN every message of the chunks that end at or before seq: one
+        write and one flow-control step per connection."""
         with self._io_lock:
             with self.cond:
-                items: list[tuple[Connection, Message]] = []
+                slabs: list[Slab] = []
                 while self.chunks and self.chunks[0].end <= seq:
-                    items.extend(self.chunks.popleft().items)
-            done = self._respond(items, "finish")
+                    slabs.extend(self.chunks.popleft().slabs)
+            done = 0
+            for conn, ids in _by_conn(slabs).items():
+                if not conn.is_connected():
+                    with self.cond:
+                        self.lost += len(ids)
+                    logger.warning(
+                        "nsq source: %d processed messages cannot be finished: the connection to %s closed; "
+                        "nsqd will deliver them again", len(ids), conn.id,
+                    )
+                    continue
+                self.subscription.finish_many(conn, ids)
+                done += len(ids)
             with self.cond:
                 self.finished += done
             return done
 
-    def _respond(self, items: list[tuple[Connection, Message]], how: str) -> int:
-        """FIN ("finish") or REQ without delay ("requeue") messages, one write per connection."""
-        by_conn: dict[Connection, list[Message]] = {}
-        for conn, message in items:
-            by_conn.setdefault(conn, []).append(message)
+    def _requeue(self, slabs: list[Slab]) -> int:
+        """REQ without delay every message of slabs whose connection is still open."""
         done = 0
-        for conn, messages in by_conn.items():
+        for conn, messages in slabs:
             if not conn.is_connected():
-                if how == "finish":
-                    with self.cond:
-                        self.lost += len(messages)
-                    logger.warning(
-                        "nsq source: %d processed messages cannot be finished: the connection to %s closed; "
-                        "nsqd will deliver them again", len(messages), conn.id,
-                    )
-                continue
-            if how == "finish":  # one FIN write and one flow-control step per connection
-                finished = []
-                for message in messages:
-                    if not message.has_responded():
-                        message.mark_finished()
-                        finished.append(message.id)
-                if finished:
-                    self.subscription.finish_many(conn, finished)
-                done += len(finished)
                 continue
             conn.hold_answers()
             try:
@@ -230,24 +298,23 @@ class Consumer:
         """Give back at once the messages set aside after the availableNow cut-off."""
         with self._io_lock:
             with self.cond:
-                items, self.held = self.held, []
-            return self._respond(items, "requeue")
+                slabs, self.held = self.held, []
+            return self._requeue(slabs)
+
+    def _unfinished(self) -> list[Slab]:
+        with self.cond:
+            return list(self.buffer) + self.held + [slab for chunk in self.chunks for slab in chunk.slabs]
 
     def touch_all(self) -> int:
         """TOUCH every message received and not finished yet (buffered, held, in a chunk)."""
         with self._io_lock:
-            with self.cond:
-                items = list(self.buffer) + self.held + [item for chunk in self.chunks for item in chunk.items]
-            by_conn: dict[Connection, list[Message]] = {}
-            for conn, message in items:
-                by_conn.setdefault(conn, []).append(message)
             touched = 0
-            for conn, messages in by_conn.items():
+            for conn, ids in _by_conn(self._unfinished()).items():
                 if not conn.is_connected():
                     continue
                 try:
-                    conn.touch_many([message.id for message in messages])
-                    touched += len(messages)
+                    conn.touch_many(ids)
+                    touched += len(ids)
                 except Error as exc:
                     logger.warning("nsq source: cannot TOUCH messages on %s: %s", conn.id, exc)
             return touched
@@ -290,13 +357,14 @@ class Consumer:
         if timer is not None:
             timer.cancel()
         if requeue:
+            slabs = self._unfinished()
             with self.cond:
-                items = list(self.buffer) + self.held + [item for chunk in self.chunks for item in chunk.items]
                 self.buffer.clear()
+                self._buffered = 0
                 self.held = []
                 self.chunks.clear()
             with self._io_lock:
-                self._respond(items, "requeue")
+                self._requeue(slabs)
         conns = self.subscription.stop()
         with self.cond:
             self.cond.notify_all()

@@ -1,25 +1,24 @@
 """The `nsq` streaming source. Spark keeps one stream reader object on the
 driver for the life of a query; that object owns the consumer
 (``nsq.spark.consumer``: connections subscribed to topic/channel, the buffer
-of received messages, and the messages of planned batches). Micro-batch data
-travels to the executors inside the pickled input partitions. A message is
-finished (FIN, on the connection that received it) only in commit(), which
-Spark calls for batch N when it plans batch N+1; the source therefore asks
-for one trailing empty batch after a batch that carried data. Messages held
-meanwhile are TOUCHed. Offsets name the reader's session, so that a
-restarted query does not take a dead run's batches for its own: those
-messages come back from nsqd.
+of received messages, and the messages of planned batches). A micro-batch
+travels to the executors as Arrow IPC streams inside the input partitions
+(``nsq.spark.columns``). A message is finished (FIN, on the connection that
+received it) only once its batch is in Spark's commit log: in
+latestOffset(start), which Spark calls for the next batch only after the
+batch ending at start has run and been committed, and at the latest in
+commit(). Messages held meanwhile are TOUCHed. Offsets name the reader's
+session, so that a restarted query does not take a dead run's batches for
+its own: those messages come back from nsqd.
 """
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -31,10 +30,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType, TimestampType
 
-from ..conn import Connection
-from ..message import Message
+from . import columns as arrow_columns
 from ._options import NsqOptionError, SourceConfig
-from .consumer import Consumer, _Chunk
+from .consumer import Consumer
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +49,9 @@ SOURCE_SCHEMA = StructType(
     ]
 )
 _COLUMN_TYPES = {f.name: f.dataType for f in SOURCE_SCHEMA.fields}
+
+#: the default read limit when max_messages_per_batch is not set: a batch takes what has arrived
+NO_ROW_LIMIT = 2**31 - 1
 
 
 def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
@@ -73,66 +74,25 @@ def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
     return names
 
 
-# --------------------------------------------------------------------------- driver side
+# --------------------------------------------------------------------------- partitions
 
 
 class NsqInputPartition(InputPartition):
-    """The messages of one slice of a micro-batch, column by column."""
+    """One slice of a micro-batch: its per-message columns as an Arrow IPC
+    stream built on the driver, and which nsqd delivered which of its rows."""
 
-    def __init__(self, ids: list, bodies: list, timestamps: list, attempts: list, nsqd: list) -> None:
-        super().__init__(len(ids))
-        self.ids = ids
-        self.bodies = bodies
-        self.timestamps = timestamps
-        self.attempts = attempts
+    def __init__(self, payload: bytes, rows: int, nsqd: list[tuple[str, int]]) -> None:
+        super().__init__(rows)
+        self.payload = payload
+        self.rows = rows
         self.nsqd = nsqd
 
 
-def _to_partitions(consumer: Consumer, items: list[tuple[Connection, Message]], parts: int) -> list[NsqInputPartition]:
-    if not items:
-        return []
-    parts = max(1, min(parts, len(items)))
-    size = math.ceil(len(items) / parts)
-    result = []
-    for start in range(0, len(items), size):
-        piece = items[start : start + size]
-        result.append(
-            NsqInputPartition(
-                [m.id for _, m in piece],
-                [m.body for _, m in piece],
-                [m.timestamp for _, m in piece],
-                [m.attempts for _, m in piece],
-                [consumer.name_of(c) for c, _ in piece],
-            )
-        )
-    return result
-
-
-def _partition_batch(
-    partition: NsqInputPartition, columns: list[tuple[str, str]], topic: str, channel: str
-) -> pa.RecordBatch:
+def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
+    """The Arrow schema Spark expects from read(), for the (given name, source column) pairs."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    n = len(partition.ids)
-    arrays = []
-    for _, name in columns:
-        if name == "id":
-            arrays.append(pa.array(partition.ids, pa.binary()).cast(pa.string()))
-        elif name == "body":
-            arrays.append(pa.array(partition.bodies, pa.binary()))
-        elif name == "timestamp":
-            micros = pc.divide(pa.array(partition.timestamps, pa.int64()), 1000)
-            arrays.append(micros.cast(pa.timestamp("us", tz="UTC")))
-        elif name == "attempts":
-            arrays.append(pa.array(partition.attempts, pa.int32()))
-        elif name == "nsqd":
-            arrays.append(pa.array(partition.nsqd, pa.string()))
-        elif name == "topic":
-            arrays.append(pa.array([topic] * n, pa.string()))
-        elif name == "channel":
-            arrays.append(pa.array([channel] * n, pa.string()))
-    schema = to_arrow_schema(StructType([StructField(given, _COLUMN_TYPES[c]) for given, c in columns]), timezone="UTC")
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return to_arrow_schema(StructType([StructField(given, _COLUMN_TYPES[c]) for given, c in columns]), timezone="UTC")
 
 
 # --------------------------------------------------------------------------- the stream reader
@@ -152,6 +112,12 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._seq = 0
         self._tick = 0
         self._available_now = False
+        self._schema: pa.Schema | None = None
+
+    def _arrow_schema(self) -> pa.Schema:
+        if self._schema is None:
+            self._schema = arrow_schema(self.columns)
+        return self._schema
 
     # Copies of this object go to the executors (and to Spark's planner
     # process): only the configuration travels, never the consumer.
@@ -191,7 +157,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = True
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.config.max_messages_per_batch)
+        # "no cap" is a very large ReadMaxRows rather than ReadAllAvailable,
+        # which is how Trigger.Once is told apart (see latestOffset)
+        return ReadMaxRows(self.config.max_messages_per_batch or NO_ROW_LIMIT)
 
     def _limits(self, limit: ReadLimit | None) -> tuple[int | None, int | None, int]:
         """(max rows, max bytes, min rows) for one batch."""
@@ -199,7 +167,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if limit is None or isinstance(limit, ReadAllAvailable):
             return None, None, 0
         if isinstance(limit, ReadMaxRows):
-            return limit.max_rows, cfg.max_bytes_per_batch, 0
+            return (limit.max_rows if limit.max_rows < NO_ROW_LIMIT else None), cfg.max_bytes_per_batch, 0
         if isinstance(limit, ReadMaxBytes):
             return cfg.max_messages_per_batch, limit.max_bytes, 0
         if isinstance(limit, ReadMinRows):
@@ -216,24 +184,23 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "would come back from nsqd; use trigger(availableNow=True)"
             )
         consumer = self._start()
+        if self._mine(start):
+            # Spark asks for the batch after `start` only once the batch that
+            # ends there has run and is in the query's commit log: finish it
+            # now, which gives its max_in_flight room back to the next batch.
+            consumer.finish_through(int(start["seq"]))  # type: ignore[index]
         max_rows, max_bytes, min_rows = self._limits(limit)
-        mine = self._mine(start)
-        pending_commit = mine and consumer.unfinished_through(int(start["seq"]))  # type: ignore[index]
-        if self._available_now and not pending_commit:
+        if max_rows is None:
+            max_rows = consumer.half_budget()
+        if self._available_now:
             consumer.wait_for_messages(self.config.available_now_idle)
-        if min_rows and not self._available_now and consumer.buffered() < min_rows:
-            items = []
-        else:
-            items = consumer.take(max_rows, max_bytes)
-        if items:
-            chunk = _Chunk(self._seq, self._seq + len(items), items)
-            consumer.add_chunk(chunk)
+        if consumer.buffered() and self.config.batch_wait:
+            consumer.wait_to_fill(self.config.batch_wait, max_rows)
+        chunk = None
+        if not min_rows or self._available_now or consumer.buffered() >= min_rows:
+            chunk = consumer.plan(self._seq, max_rows, max_bytes)
+        if chunk is not None:
             self._seq = chunk.end
-            self._tick += 1
-            return self._offset()
-        if pending_commit:
-            # Spark commits batch N only when it plans batch N+1: ask for an
-            # empty batch so that the last batch with data gets finished.
             self._tick += 1
             return self._offset()
         if self._available_now and consumer.held:
@@ -253,10 +220,19 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # received those messages; nsqd delivers them again.
             return []
         first = int(start["seq"]) if self._mine(start) else 0
-        items = consumer.items_between(first, int(end["seq"]))
-        return _to_partitions(consumer, items, self.config.num_partitions)
+        runs = [
+            (consumer.name_of(conn), messages)
+            for chunk in consumer.chunks_between(first, int(end["seq"]))
+            for conn, messages in chunk.slabs
+        ]
+        if not runs:
+            return []
+        batch, nsqd = arrow_columns.record_batch(runs, [name for _, name in self.columns])
+        parts = arrow_columns.partition_count(batch, self.config.num_partitions)
+        return [NsqInputPartition(*piece) for piece in arrow_columns.to_ipc(batch, nsqd, parts)]
 
     def commit(self, end: dict) -> None:
+        # (latestOffset has normally finished these already)
         if self._consumer is None or not self._mine(end):
             return
         self._consumer.finish_through(int(end["seq"]))
@@ -268,6 +244,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executors ------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, NsqInputPartition) or not partition.ids:
+        if not isinstance(partition, NsqInputPartition) or not partition.rows:
             return iter(())
-        return iter([_partition_batch(partition, self.columns, self.config.topic, self.config.channel)])
+        return arrow_columns.from_ipc(
+            partition.payload, partition.nsqd, [name for _, name in self.columns], self._arrow_schema(),
+            self.config.topic, self.config.channel,
+        )
