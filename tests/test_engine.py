@@ -61,7 +61,7 @@ def test_spark_consumer_imports_without_pyspark():
         """
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["Consumer", "20000", "False"]
+    assert proc.stdout.split() == ["Consumer", "200000", "False"]
 
 
 # ----------------------------------------------------------------------------- supervisor
