@@ -212,15 +212,18 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "would come back from nsqd; use trigger(availableNow=True)"
             )
         consumer = self._start()
-        if self._mine(start):
-            # Spark asks for the batch after `start` only once the batch that
-            # ends there has run and is in the query's commit log: finish it
-            # now (on the worker thread: Spark does not wait for it), which
-            # gives its max_in_flight room back to the next batch.
-            self._in_background(consumer.finish_through, int(start["seq"]))  # type: ignore[index]
+        # Spark asks for the batch after `start` only once the batch that ends
+        # there has run and is in the query's commit log: it is finished now,
+        # on the worker thread (Spark does not wait for it), which gives its
+        # max_in_flight room back to the next batch.
+        committed = int(start["seq"]) if self._mine(start) else None  # type: ignore[index]
         max_rows, max_bytes, min_rows = self._limits(limit)
         if max_rows is None:
             max_rows = consumer.half_budget()
+        if committed is not None and consumer.buffered() < max_rows:
+            # the next batch may wait to fill: it needs that room first
+            self._in_background(consumer.finish_through, committed)
+            committed = None
         if self._available_now:
             consumer.wait_for_messages(self.config.available_now_idle)
         if consumer.buffered() and self.config.batch_wait:
@@ -230,7 +233,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             chunk = consumer.plan(self._seq, max_rows, max_bytes)
         if chunk is not None:
             self._seq = chunk.end
+            # (before the FIN: partitions() will wait for it)
             self._prepared[(chunk.start, chunk.end)] = self._in_background(self._build_partitions, [chunk])
+        if committed is not None:
+            self._in_background(consumer.finish_through, committed)
+        if chunk is not None:
             self._tick += 1
             return self._offset()
         if self._available_now and consumer.held:
