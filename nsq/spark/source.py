@@ -7,7 +7,9 @@ travels to the executors as Arrow IPC streams inside the input partitions
 received it) only once its batch is in Spark's commit log: in
 latestOffset(start), which Spark calls for the next batch only after the
 batch ending at start has run and been committed, and at the latest in
-commit(). Messages held meanwhile are TOUCHed. Offsets name the reader's
+commit(). The reader's worker thread sends those FINs and builds a planned
+batch's partitions, while Spark writes its offset log and plans the batch.
+Messages held meanwhile are TOUCHed. Offsets name the reader's
 session, so that a restarted query does not take a dead run's batches for
 its own: those messages come back from nsqd.
 """
