@@ -7,7 +7,9 @@ travels to the executors as Arrow IPC streams inside the input partitions
 received it) only once its batch is in Spark's commit log: in
 latestOffset(start), which Spark calls for the next batch only after the
 batch ending at start has run and been committed, and at the latest in
-commit(). Messages held meanwhile are TOUCHed. Offsets name the reader's
+commit(). The reader's worker thread sends those FINs and builds a planned
+batch's partitions, while Spark writes its offset log and plans the batch.
+Messages held meanwhile are TOUCHed. Offsets name the reader's
 session, so that a restarted query does not take a dead run's batches for
 its own: those messages come back from nsqd.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
@@ -32,7 +35,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 
 from . import columns as arrow_columns
 from ._options import NsqOptionError, SourceConfig
-from .consumer import Consumer
+from .consumer import Chunk, Consumer
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,12 @@ def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
     return names
 
 
+def _log_failure(future: Future) -> None:
+    exc = future.exception()
+    if exc is not None:
+        logger.error("nsq source: background work failed", exc_info=exc)
+
+
 # --------------------------------------------------------------------------- partitions
 
 
@@ -113,6 +122,10 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._tick = 0
         self._available_now = False
         self._schema: pa.Schema | None = None
+        # FIN and the partitions of a planned batch are done on this thread,
+        # while Spark writes its offset log and plans the batch
+        self._worker: ThreadPoolExecutor | None = None
+        self._prepared: dict[tuple[int, int], Future[list[NsqInputPartition]]] = {}
 
     def _arrow_schema(self) -> pa.Schema:
         if self._schema is None:
@@ -139,6 +152,23 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "nsq source: session %s reading %s/%s", self._session, self.config.topic, self.config.channel
             )
         return self._consumer
+
+    def _in_background(self, fn: Any, *args: Any) -> Future:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsq source")
+        future = self._worker.submit(fn, *args)
+        future.add_done_callback(_log_failure)
+        return future
+
+    def _build_partitions(self, chunks: list[Chunk]) -> list[NsqInputPartition]:
+        """The input partitions holding the messages of chunks."""
+        consumer = self._start()
+        runs = [(consumer.name_of(conn), messages) for chunk in chunks for conn, messages in chunk.slabs]
+        if not runs:
+            return []
+        batch, nsqd = arrow_columns.record_batch(runs, [name for _, name in self.columns])
+        parts = arrow_columns.partition_count(batch, self.config.num_partitions)
+        return [NsqInputPartition(*piece) for piece in arrow_columns.to_ipc(batch, nsqd, parts)]
 
     def _offset(self) -> dict:
         return {"session": self._session, "seq": self._seq, "tick": self._tick}
@@ -184,14 +214,18 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "would come back from nsqd; use trigger(availableNow=True)"
             )
         consumer = self._start()
-        if self._mine(start):
-            # Spark asks for the batch after `start` only once the batch that
-            # ends there has run and is in the query's commit log: finish it
-            # now, which gives its max_in_flight room back to the next batch.
-            consumer.finish_through(int(start["seq"]))  # type: ignore[index]
+        # Spark asks for the batch after `start` only once the batch that ends
+        # there has run and is in the query's commit log: it is finished now,
+        # on the worker thread (Spark does not wait for it), which gives its
+        # max_in_flight room back to the next batch.
+        committed = int(start["seq"]) if self._mine(start) else None  # type: ignore[index]
         max_rows, max_bytes, min_rows = self._limits(limit)
         if max_rows is None:
             max_rows = consumer.half_budget()
+        if committed is not None and consumer.buffered() < max_rows:
+            # the next batch may wait to fill: it needs that room first
+            self._in_background(consumer.finish_through, committed)
+            committed = None
         if self._available_now:
             consumer.wait_for_messages(self.config.available_now_idle)
         if consumer.buffered() and self.config.batch_wait:
@@ -201,6 +235,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             chunk = consumer.plan(self._seq, max_rows, max_bytes)
         if chunk is not None:
             self._seq = chunk.end
+            # (before the FIN: partitions() will wait for it)
+            self._prepared[(chunk.start, chunk.end)] = self._in_background(self._build_partitions, [chunk])
+        if committed is not None:
+            self._in_background(consumer.finish_through, committed)
+        if chunk is not None:
             self._tick += 1
             return self._offset()
         if self._available_now and consumer.held:
@@ -219,17 +258,13 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # Planned by an earlier run of the query: this process never
             # received those messages; nsqd delivers them again.
             return []
-        first = int(start["seq"]) if self._mine(start) else 0
-        runs = [
-            (consumer.name_of(conn), messages)
-            for chunk in consumer.chunks_between(first, int(end["seq"]))
-            for conn, messages in chunk.slabs
-        ]
-        if not runs:
-            return []
-        batch, nsqd = arrow_columns.record_batch(runs, [name for _, name in self.columns])
-        parts = arrow_columns.partition_count(batch, self.config.num_partitions)
-        return [NsqInputPartition(*piece) for piece in arrow_columns.to_ipc(batch, nsqd, parts)]
+        first, last = (int(start["seq"]) if self._mine(start) else 0), int(end["seq"])
+        prepared = self._prepared.pop((first, last), None)
+        for key in [key for key in self._prepared if key[1] <= last]:
+            del self._prepared[key]  # (planned, never asked for)
+        if prepared is not None:
+            return prepared.result()
+        return self._build_partitions(consumer.chunks_between(first, last))
 
     def commit(self, end: dict) -> None:
         # (latestOffset has normally finished these already)
@@ -238,6 +273,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._consumer.finish_through(int(end["seq"]))
 
     def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)  # a FIN under way goes out before the connections close
+        self._prepared.clear()
         if self._consumer is not None:
             self._consumer.close()
 
