@@ -19,7 +19,16 @@ partition's share). A TopicConsumer grants its share at subscribe, then
 grants again what was read each time a tenth of its share has been read
 (the official clients wait for half: with batches as large as the queue,
 the next one would then be asked for only halfway through the one before,
-and a fast reader waits for the broker).
+and a fast reader waits for the broker). With batches larger than that tenth,
+the grant that lifts the broker's count of permits above zero goes out as
+soon as a read allows it, however small: the broker reads ahead as many
+entries as it holds permits (up to its read batch of 100) and sends only the
+batch they pay for, so a grant of 100 permits made it read a hundred
+1000-message entries to send one (3-7 µs of broker CPU per message consumed,
+against 1-2 µs when the lifting grant is a single permit). The broker's count
+is estimated as permits granted minus the messages of the entries arrived
+since the subscribe; it is never below the true count, since some may still
+be on the wire, so the early grant is never early on the broker.
 
 Acknowledgement. Individual acks go to the partition the message came from,
 grouped: those made within ``ack_grouping_time_ms`` (100 ms, as the official
@@ -163,6 +172,13 @@ class _ConsumerLink(SessionLink):
         return proto.close_consumer(self.consumer.consumer_id, request_id)
 
 
+def _entry_messages(event: Any) -> int:
+    """How many permits the broker counted for a MESSAGE frame's entry: a batch's messages, as the
+    int32 it parses (a larger count is not one it used), else one."""
+    batch_size = event.fields[12] if event.fields is not None else None
+    return batch_size if batch_size and 0 < batch_size < 1 << 31 else 1
+
+
 class TopicConsumer:
     """The consumer of one topic or partition; see the module docstring."""
 
@@ -179,6 +195,11 @@ class TopicConsumer:
         self._read_since_flow = 0
         self._share = 0
         self._flow_every = 1
+        #: permits granted and messages the broker counted as sent, since the subscribe (an
+        #: estimate of the broker's count: what the read loop adds is read without the lock)
+        self._permits_granted = 0
+        self._permits_used = 0
+        self._last_entry_messages = 1
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
@@ -238,6 +259,8 @@ class TopicConsumer:
                 self._link = link
                 self._read_since_flow = 0
                 permits = self._share
+                self._permits_granted = max(0, permits)
+                self._permits_used = 0
         if closed:  # (closed while subscribing: the broker's consumer goes too)
             link.close()
             raise AlreadyClosed("consumer closed")
@@ -297,6 +320,8 @@ class TopicConsumer:
             self._share = share
             self._flow_every = max(1, share // FLOW_FRACTION)
             link = self._link
+            if grow > 0:
+                self._permits_granted += grow
         if grow > 0 and link is not None and not link.closed:
             self._flow(link, grow)
 
@@ -312,18 +337,31 @@ class TopicConsumer:
         permits go out."""
         with self._lock:
             read = self._read_since_flow + count
-            if read < self._flow_every:
+            if read < self._flow_every and not self._lifts_broker_count(read):
                 self._read_since_flow = read
                 return
             self._read_since_flow = 0
+            self._permits_granted += read
             self.credit.answered += read
             link = self._link
         if link is not None and not link.closed:
             self._flow(link, read)
 
+    def _lifts_broker_count(self, read: int) -> bool:
+        """Granting ``read`` permits now would take the broker's count from zero or below to above
+        it, and its entries are batches larger than a usual grant: sent alone and at once, so the
+        broker reads ahead one entry, not one per permit (see the module docstring)."""
+        if self._last_entry_messages <= self._flow_every:
+            return False
+        balance = self._permits_granted - self._permits_used
+        return balance <= 0 < balance + read
+
     # -- messages (on the connection's reading task) -----------------------------------------
 
     def message_arrived(self, link: _ConsumerLink, event: Any) -> None:
+        messages_in_entry = _entry_messages(event)
+        self._last_entry_messages = messages_in_entry
+        self._permits_used += messages_in_entry
         if not event.checksum_ok:
             self._refuse(event, "failed its checksum")
             return
@@ -383,9 +421,7 @@ class TopicConsumer:
         self.corrupt_messages += 1
         logger.error("[%s] message %d:%d %s: not delivered, asked again after the negative-ack delay",
                      self.topic, event.ledger_id, event.entry_id, why)
-        batch_size = event.fields[12] if event.fields is not None else None
-        # (the broker counts a batch's messages, as the int32 it parses: a larger count is not one it used)
-        self._skip_unread(batch_size if batch_size and 0 < batch_size < 1 << 31 else 1)
+        self._skip_unread(_entry_messages(event))
         self.owner.nack_entry(self, event.ledger_id, event.entry_id)
 
     def _skip_unread(self, count: int) -> None:

@@ -1,5 +1,6 @@
 # Fault-injecting TCP relay for tests (threads, loopback only): sits between a client and a real
-# server and can delay, stall, cut (FIN), reset (RST), reset mid-stream, refuse, or inject bytes.
+# server and can delay, stall, cut (FIN), reset (RST), reset mid-stream, refuse, or inject bytes;
+# it can also keep what a client sent (``record_upstream``) for a test to read the commands.
 from __future__ import annotations
 
 import ipaddress
@@ -196,6 +197,8 @@ class _Conn:
                 self._check()
                 # counted before sending so a receiver that sees the bytes also sees the counter
                 proxy._count(direction, len(data))
+                if direction == UP:
+                    proxy._record(self.id, data)
                 try:
                     self.send_all(direction, data)
                 except OSError:
@@ -318,6 +321,7 @@ class FaultProxy:
         self.bytes_up = 0
         self.bytes_down = 0
         self.bytes_injected = 0
+        self._recorded: Optional[dict] = None  # connection id -> what its client sent, while recording
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((listen_host, 0))
@@ -454,7 +458,25 @@ class FaultProxy:
             sent += 1
         return sent
 
+    def record_upstream(self) -> None:
+        """From now on keep every byte clients send through the relay (``recorded_upstream``)."""
+        with self._lock:
+            if self._recorded is None:
+                self._recorded = {}
+
+    def recorded_upstream(self) -> List[bytes]:
+        """What each connection's client sent since ``record_upstream``, one bytes per connection
+        in the order they were accepted (a stream as the server got it, not split into writes)."""
+        with self._lock:
+            recorded = dict(self._recorded or {})
+        return [bytes(recorded[cid]) for cid in sorted(recorded)]
+
     # ------------------------------------------------------------------ internals
+    def _record(self, cid: int, data: bytes) -> None:
+        with self._lock:
+            if self._recorded is not None:
+                self._recorded.setdefault(cid, bytearray()).extend(data)
+
     def _count(self, direction: str, n: int) -> None:
         with self._lock:
             if direction == UP:

@@ -2,15 +2,19 @@
 handed out by receive() without the queue, acknowledgements grouped without a
 lock), against a real broker on both backends: several receivers at once get
 every message exactly once, every acknowledgement reaches the broker, permits
-keep flowing past many times the receiver queue, and the fields of a batch's
+keep flowing past many times the receiver queue, the grant that reopens the
+broker for a batch larger than a tenth of the queue is a single permit (read
+from the FLOW commands a recording relay saw), and the fields of a batch's
 messages are each message's own."""
 from __future__ import annotations
 
+import struct
 import threading
 
 import pytest
 
 import pulsarfast as pulsar
+from pulsarfast import proto
 from waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -132,3 +136,57 @@ def test_send_async_without_a_callback_is_sent_and_flush_waits_for_it(client, pu
     with pytest.raises(ValueError):
         producer.send_async(b"x", "not callable")
     producer.close()
+
+
+def sent_flow_permits(stream: bytes) -> list:
+    """The messagePermits of every FLOW command in what a client sent, in order."""
+    permits = []
+    offset = 0
+    while offset + 8 <= len(stream):
+        total, command_size = struct.unpack_from(">II", stream, offset)
+        kind, record = proto.decode_command(stream[offset + 8:offset + 8 + command_size])
+        if kind == proto.FLOW:
+            permits.append(record.messagePermits)
+        offset += 4 + total
+    assert offset == len(stream), "the recorded stream ends inside a frame"
+    return permits
+
+
+def test_the_grant_that_reopens_the_broker_for_a_large_batch_is_one_permit(
+        client, pulsar_broker, pulsar_topic, backend, fault_proxy_factory):
+    # The broker reads ahead as many entries as it holds permits; with 500-message batches a grant
+    # of a tenth of the queue (100) lifting its count above zero would make it read 100 entries to
+    # send one. The consumer sends that grant alone, at the first read that allows it.
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=500,
+                                      batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
+    results = []
+    for index in range(3000):
+        producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result))
+    producer.flush()
+    producer.close()
+    assert results.count(pulsar.Result.Ok) == 3000
+    proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
+    proxy.record_upstream()
+    proxied = pulsar.Client("pulsar://%s" % proxy.address, operation_timeout_seconds=15, backend=backend)
+    try:
+        consumer = proxied.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                     initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
+        # the first grant (the queue, 1000) pays for two whole batches: the broker's count is then 0
+        wait_for(lambda: consumer.stats()["received"] == 1000, backend, message="the first two batches")
+
+        def drain():
+            bodies = []
+            for _ in range(3000):
+                message = consumer.receive(RECEIVE_MS)
+                bodies.append(message.data())
+                consumer.acknowledge(message)
+            return bodies
+
+        bodies = drain()
+        consumer.close()
+    finally:
+        proxied.close()
+    assert sorted(bodies) == sorted(b"m-%d" % index for index in range(3000))
+    flows = [permits for stream in proxy.recorded_upstream() for permits in sent_flow_permits(stream)]
+    assert flows[:2] == [1000, 1], flows
+    assert sum(flows) <= 1000 + 3000  # never more than what was read, after the first grant
