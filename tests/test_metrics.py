@@ -1,13 +1,10 @@
 # nsq.metrics against a real nsqd, on both backends: publish N, consume N, then scrape the
 # registry twice (generate_latest, and over HTTP from start_http_server) and check every
-# counter and gauge with its labels; failed publishes, requeues, closed and forgotten objects,
-# and the import rules (nsq alone never imports prometheus_client; without it, nsq.metrics
-# names the extra).
+# counter and gauge with its labels; failed publishes, requeues, closed and forgotten objects.
+# The import rules are in test_metrics_imports.py.
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
 
 import pytest
 
@@ -189,27 +186,3 @@ def test_families_sum_samples_with_equal_labels():
     (family,) = families.metrics()
     assert {(s.name, s.labels["topic"]): s.value for s in family.samples} == {("x_total", "a"): 5, ("x_total", "b"): 1}
 
-
-# -- imports ------------------------------------------------------------------------------------------
-
-
-def test_import_nsq_does_not_import_prometheus_client():
-    code = "import sys, nsq; nsq.Writer; assert 'prometheus_client' not in sys.modules, sorted(sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-
-
-def test_without_prometheus_client_the_import_error_names_the_extra():
-    code = (
-        "import sys\n"
-        "sys.modules['prometheus_client'] = None  # as if it were not installed\n"
-        "try:\n"
-        "    import nsq.metrics\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-        "else:\n"
-        "    raise SystemExit('imported')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "pip install nsqfast[metrics]" in done.stdout

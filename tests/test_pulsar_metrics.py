@@ -1,11 +1,8 @@
 # pulsarfast.metrics against the real Pulsar broker, on both backends: N sent (blocking and
 # batched), N received and acknowledged (one of them negatively first), then the registry scraped
 # by generate_latest and over HTTP; partitions as labels, sends the broker refuses, closed
-# objects, and the import rules.
+# objects. The import rules are in test_metrics_imports.py.
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
@@ -132,25 +129,3 @@ def test_objects_of_a_closed_client_leave(make_client, pulsar_topic, backend):
     assert collector.objects() == []
     with pytest.raises(TypeError):
         pulsarfast.metrics.register(object(), registry)  # type: ignore[arg-type]
-
-
-def test_import_pulsarfast_does_not_import_prometheus_client():
-    code = "import sys, pulsarfast; assert 'prometheus_client' not in sys.modules, sorted(sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-
-
-def test_without_prometheus_client_the_import_error_names_the_extra():
-    code = (
-        "import sys\n"
-        "sys.modules['prometheus_client'] = None  # as if it were not installed\n"
-        "try:\n"
-        "    import pulsarfast.metrics\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-        "else:\n"
-        "    raise SystemExit('imported')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "pip install nsqfast[metrics]" in done.stdout
