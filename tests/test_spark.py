@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from servers import REPO_ROOT, wait_until
+from spark_processes import jvm_pid, source_runner_pids
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -126,25 +127,6 @@ def assert_channel_drained(nsqd, topic: str, channel: str, timeout: float = 20.0
 
     return wait_until(drained, timeout=timeout, interval=0.1,
                       message=lambda: "channel not drained: %r" % (nsqd.channel_stats(topic, channel),))
-
-
-def source_runner_pids(spark) -> list[int]:
-    """Python processes of this JVM that run a streaming source's driver-side reader."""
-    jvm_pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                cmdline = f.read()
-            with open("/proc/%s/stat" % entry) as f:
-                ppid = f.read().rsplit(")", 1)[1].split()[1]
-        except OSError:
-            continue
-        if b"python_streaming_source_runner" in cmdline and ppid == jvm_pid:
-            pids.append(int(entry))
-    return pids
 
 
 # ----------------------------------------------------------------------------- sink
@@ -313,7 +295,7 @@ def test_stream_read_killed_and_restarted(spark, nsqd, topic, tmp_path, capsys):
     query = _read_query(spark, nsqd, topic, channel, checkpoint, sink_path=out, **options)
     try:
         wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 4500, timeout=90, interval=0.05)
-        pids = source_runner_pids(spark)
+        pids = source_runner_pids(jvm_pid(spark))
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)
         with pytest.raises(StreamingQueryException):
