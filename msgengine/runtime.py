@@ -248,6 +248,11 @@ class Backend:
     def lock(self) -> Any:
         raise NotImplementedError
 
+    def mutex(self) -> Any:
+        """A lock that may be held across a call that blocks (a write that waits for the
+        socket, a sleep): other tasks wait for it, greenlets cooperatively. Not reentrant."""
+        raise NotImplementedError
+
     def waiter(self) -> Any:
         """A one-shot signal: set() once from any task of this backend, wait() blocks until then."""
         raise NotImplementedError
@@ -373,6 +378,9 @@ class ThreadsBackend(Backend):
 
     def lock(self) -> Any:
         return threading.RLock()
+
+    def mutex(self) -> Any:
+        return threading.Lock()
 
     def waiter(self) -> "LockWaiter":
         return LockWaiter()
@@ -726,6 +734,11 @@ class GeventBackend(Backend):
         # library guards with a lock blocks; other OS threads come in only
         # through the door. So a lock would only cost time.
         return self._lock
+
+    def mutex(self) -> Any:
+        import gevent.lock
+
+        return gevent.lock.Semaphore(1)
 
     def waiter(self) -> "_GreenletWaiter":
         return _GreenletWaiter(self, self._hub, self._waiter_cls)

@@ -210,6 +210,7 @@ class TopicConsumer:
         #: individual acknowledgements waiting for the grouping interval
         self._acks: collections.deque[bytes] = collections.deque()
         self._ack_timer: Any = None
+        self._acks_sending = self.client.backend.mutex()
         self.closed = False
         self.corrupt_messages = 0
         #: what the application did with this partition's messages (counted by the Consumer)
@@ -526,7 +527,14 @@ class TopicConsumer:
 
     def send_acks(self) -> None:
         """Send the grouped individual acknowledgements, in one ACK command per
-        thousand; while disconnected they wait for the next subscription."""
+        thousand; while disconnected they wait for the next subscription. One
+        send at a time: a close (or a seek) that sends the last ones waits for
+        the interval's send under way, whose ACK must reach the broker before
+        the CLOSE_CONSUMER (the broker drops acks for a consumer it closed)."""
+        with self._acks_sending:
+            self._send_grouped_acks()
+
+    def _send_grouped_acks(self) -> None:
         with self._lock:
             timer, self._ack_timer = self._ack_timer, None  # (before taking them: a later ack arms a new one)
             link = self._link

@@ -89,3 +89,33 @@ def test_acks_without_grouping_reach_the_broker(client, pulsar_broker, pulsar_to
     for _ in range(5):
         consumer.acknowledge(consumer.receive(timeout_millis=RECEIVE_MS))
     assert wait_until(backend, lambda: pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]["msgBacklog"] == 0)
+
+
+def test_a_close_waits_for_a_grouped_ack_command_already_being_sent(
+        client, pulsar_broker, pulsar_topic, backend, monkeypatch):
+    # The interval's send takes the grouped acks, then builds and writes the ACK command; a close
+    # in between must not overtake it (the broker ignores acks for a consumer it has closed). The
+    # gap is widened here: building the interval's command waits 0.5 s, and the close starts then.
+    from pulsarfast import consumer as consumer_module
+
+    runtime = get_backend(backend)
+    building = runtime.event()
+    real_ack = consumer_module.proto.ack
+
+    def slow_first_ack(*args, **kwargs):
+        if not building.is_set():
+            building.set()
+            runtime.sleep(0.5)
+        return real_ack(*args, **kwargs)
+
+    consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest, ack_grouping_time_ms=50)
+    produce(client, pulsar_topic, 10)
+    messages = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(10)]
+    monkeypatch.setattr(consumer_module.proto, "ack", slow_first_ack)
+    for message in messages:
+        consumer.acknowledge(message)
+    assert building.wait(10), "the grouping interval's send did not start"
+    consumer.close()
+    assert wait_until(backend, lambda: pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]["msgBacklog"] == 0,
+                      timeout=5), pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]
