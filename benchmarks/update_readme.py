@@ -38,10 +38,18 @@ def spark_section(results_dir: str) -> str | None:
         "| source: `readStream.format(\"nsq\")`, availableNow into `noop`, %s messages | %s msgs/s |"
         % (n(source.get("messages", 0)), n(source.get("messages_per_s", 0))),
     ]
+    cold = source.get("cold_query")
+    if cold:
+        lines.append("| the same, as the first query of a fresh JVM (the warm-up run, %s messages) | %s msgs/s |"
+                     % (n(cold.get("messages", 0)), n(cold.get("messages_per_s", 0))))
     if reader:
         lines += [
-            "| nsq.Reader (threads, max_in_flight %s) over the same backlog | %s msgs/s |"
-            % (n(reader.get("max_in_flight")), n(reader.get("messages_per_s", 0))),
+            "| nsq.Reader (threads, max_in_flight %s) over the same backlog%s | %s msgs/s |"
+            % (n(reader.get("max_in_flight")),
+               ", median of %d runs (%s)" % (len(reader["runs_messages_per_s"]),
+                                           ", ".join(n(r) for r in reader["runs_messages_per_s"]))
+               if reader.get("runs_messages_per_s") else "",
+               n(reader.get("messages_per_s", 0))),
             "| source / Reader | %.2f |" % source.get("ratio_to_reader", 0),
         ]
     if latency:

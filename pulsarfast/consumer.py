@@ -338,24 +338,19 @@ class TopicConsumer:
         permits go out."""
         with self._lock:
             read = self._read_since_flow + count
-            if read < self._flow_every and not self._lifts_broker_count(read):
-                self._read_since_flow = read
-                return
+            if read < self._flow_every:
+                # a grant that lifts the broker's count above zero for entries larger than a usual
+                # grant goes out at once, however small (see the module docstring)
+                balance = self._permits_granted - self._permits_used
+                if not (balance <= 0 < balance + read and self._last_entry_messages > self._flow_every):
+                    self._read_since_flow = read
+                    return
             self._read_since_flow = 0
             self._permits_granted += read
             self.credit.answered += read
             link = self._link
         if link is not None and not link.closed:
             self._flow(link, read)
-
-    def _lifts_broker_count(self, read: int) -> bool:
-        """Granting ``read`` permits now would take the broker's count from zero or below to above
-        it, and its entries are batches larger than a usual grant: sent alone and at once, so the
-        broker reads ahead one entry, not one per permit (see the module docstring)."""
-        if self._last_entry_messages <= self._flow_every:
-            return False
-        balance = self._permits_granted - self._permits_used
-        return balance <= 0 < balance + read
 
     # -- messages (on the connection's reading task) -----------------------------------------
 
