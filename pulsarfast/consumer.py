@@ -20,15 +20,15 @@ grants again what was read each time a tenth of its share has been read
 (the official clients wait for half: with batches as large as the queue,
 the next one would then be asked for only halfway through the one before,
 and a fast reader waits for the broker). With batches larger than that tenth,
-the grant that lifts the broker's count of permits above zero goes out as
-soon as a read allows it, however small: the broker reads ahead as many
-entries as it holds permits (up to its read batch of 100) and sends only the
-batch they pay for, so a grant of 100 permits made it read a hundred
-1000-message entries to send one (3-7 µs of broker CPU per message consumed,
-against 1-2 µs when the lifting grant is a single permit). The broker's count
-is estimated as permits granted minus the messages of the entries arrived
-since the subscribe; it is never below the true count, since some may still
-be on the wire, so the early grant is never early on the broker.
+what counts is where a grant leaves the broker's count of permits: the broker
+reads ahead as many entries as it holds permits (up to its read batch of 100)
+and sends only the batches they pay for, so a grant of 100 that lifted the
+count from 0 made it read a hundred 1000-message entries to send one (3-7 µs
+of broker CPU per message consumed, against 1-2 µs when it is lifted to 1).
+So the grant that lifts the count above zero goes out at the first read that
+allows it, which leaves it at 1. The consumer estimates the broker's count as
+permits granted minus the messages of the entries arrived since the
+subscribe; entries still on the wire make the estimate high, never low.
 
 Acknowledgement. Individual acks go to the partition the message came from,
 grouped: those made within ``ack_grouping_time_ms`` (100 ms, as the official
