@@ -339,8 +339,8 @@ class TopicConsumer:
         with self._lock:
             read = self._read_since_flow + count
             if read < self._flow_every:
-                # a grant that lifts the broker's count above zero for entries larger than a usual
-                # grant goes out at once, however small (see the module docstring)
+                # with entries larger than a usual grant, the grant that lifts the broker's count
+                # above zero goes out at once, leaving it at 1 (see the module docstring)
                 balance = self._permits_granted - self._permits_used
                 if not (balance <= 0 < balance + read and self._last_entry_messages > self._flow_every):
                     self._read_since_flow = read
