@@ -355,6 +355,13 @@ class TopicConsumer:
     # -- messages (on the connection's reading task) -----------------------------------------
 
     def message_arrived(self, link: _ConsumerLink, event: Any) -> None:
+        if link is not self._link:
+            # Not yet this subscription's: its link becomes current before its first FLOW, so this
+            # is the closed subscription's, which the broker wrote after its CLOSE_CONSUMER (a
+            # dispatch under way when a topic unloads) and which this one delivers again.
+            logger.debug("[%s] message %d:%d of the closed subscription dropped",
+                         self.topic, event.ledger_id, event.entry_id)
+            return
         messages_in_entry = _entry_messages(event)
         self._last_entry_messages = messages_in_entry
         self._permits_used += messages_in_entry
