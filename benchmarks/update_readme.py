@@ -65,7 +65,8 @@ def spark_section(results_dir: str) -> str | None:
     if "load_before" in data:
         lines += ["", "Load average before / after the run: %.2f / %.2f on %s CPUs. The source's rate runs from its "
                   "first micro-batch to the end of the batch holding the last message (%s msgs/s counting the "
-                  "query's start-up too); the Reader's from its first message to its last. Details: "
+                  "query's start-up too), in a JVM warmed by a first query of the same shape (the row "
+                  "\"first query of a fresh JVM\"); the Reader's from its first message to its last. Details: "
                   "`benchmarks/results/spark.json`, [docs/spark.md](docs/spark.md#performance)."
                   % (data["load_before"][0], data.get("load_after", [0])[0], data.get("cpus"),
                      n(source.get("messages_per_s_with_start_up", 0)))]
