@@ -422,6 +422,22 @@ def main() -> None:
         spark.stop()
         nsqd.close()
     print(json.dumps(result, indent=2))
+    print(summary(result), file=sys.stderr)  # (make bench sends stdout to spark.json: the console gets this)
+
+
+def summary(result: dict) -> str:
+    """One line with the figures the README's Spark table shows."""
+    source, reader, latency, sink = result["source"], result["reader"], result["latency"], result["sink"]
+    cold = source.get("cold_query")
+    return (
+        "nsq.spark: source %s msgs/s, nsq.Reader %s msgs/s (median of %d), source/Reader %.2f%s; latency p50 %.2f s "
+        "p99 %.2f s at %s msgs/s; driver RSS %s MB (backlog) / %s MB (latency run); sink %s rows/s"
+        % (format(source["messages_per_s"], ","), format(reader["messages_per_s"], ","),
+           len(reader.get("runs_messages_per_s", [1])), source["ratio_to_reader"],
+           "; first query of a fresh JVM %s msgs/s" % format(cold["messages_per_s"], ",") if cold else "",
+           latency["latency_p50_s"], latency["latency_p99_s"], format(latency["publish_rate_per_s"], ","),
+           source["driver_rss_peak_mb"], latency["driver_rss_peak_mb"], format(sink["rows_per_s"], ","))
+    )
 
 
 if __name__ == "__main__":
