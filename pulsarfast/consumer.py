@@ -338,11 +338,15 @@ class TopicConsumer:
         permits go out."""
         with self._lock:
             read = self._read_since_flow + count
-            if read < self._flow_every:
+            flow_every = self._flow_every
+            if read < flow_every:
                 # with entries larger than a usual grant, the grant that lifts the broker's count
                 # above zero goes out at once, leaving it at 1 (see the module docstring)
+                if self._last_entry_messages <= flow_every:
+                    self._read_since_flow = read
+                    return
                 balance = self._permits_granted - self._permits_used
-                if not (balance <= 0 < balance + read and self._last_entry_messages > self._flow_every):
+                if not balance <= 0 < balance + read:
                     self._read_since_flow = read
                     return
             self._read_since_flow = 0
@@ -366,12 +370,12 @@ class TopicConsumer:
         self._last_entry_messages = messages_in_entry
         self._permits_used += messages_in_entry
         if not event.checksum_ok:
-            self._refuse(event, "failed its checksum")
+            self._refuse(event, messages_in_entry, "failed its checksum")
             return
         try:
             messages = self._unpack(event)
         except ProtocolError as exc:
-            self._refuse(event, "cannot be read (%s)" % exc)
+            self._refuse(event, messages_in_entry, "cannot be read (%s)" % exc)
             return
         if self.start is not None and messages:
             messages = self._from_start(event, messages)
@@ -418,13 +422,13 @@ class TopicConsumer:
             self.start = StartPosition(message_id, inclusive=False)
         return True
 
-    def _refuse(self, event: Any, why: str) -> None:
+    def _refuse(self, event: Any, messages_in_entry: int, why: str) -> None:
         """A message that cannot be delivered: reported, its permit given back,
         and asked for again after the negative-ack delay (never acknowledged)."""
         self.corrupt_messages += 1
         logger.error("[%s] message %d:%d %s: not delivered, asked again after the negative-ack delay",
                      self.topic, event.ledger_id, event.entry_id, why)
-        self._skip_unread(_entry_messages(event))
+        self._skip_unread(messages_in_entry)
         self.owner.nack_entry(self, event.ledger_id, event.entry_id)
 
     def _skip_unread(self, count: int) -> None:
