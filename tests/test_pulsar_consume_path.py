@@ -8,13 +8,12 @@ from the FLOW commands a recording relay saw), and the fields of a batch's
 messages are each message's own."""
 from __future__ import annotations
 
-import struct
 import threading
 
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast import proto
+from pulsarfast import proto, wire
 from waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -141,14 +140,10 @@ def test_send_async_without_a_callback_is_sent_and_flush_waits_for_it(client, pu
 def sent_flow_permits(stream: bytes) -> list:
     """The messagePermits of every FLOW command in what a client sent, in order."""
     permits = []
-    offset = 0
-    while offset + 8 <= len(stream):
-        total, command_size = struct.unpack_from(">II", stream, offset)
-        kind, record = proto.decode_command(stream[offset + 8:offset + 8 + command_size])
+    for command, _metadata, _payload, _ok in wire.FrameDecoder().feed(stream):
+        kind, record = proto.decode_command(command)
         if kind == proto.FLOW:
             permits.append(record.messagePermits)
-        offset += 4 + total
-    assert offset == len(stream), "the recorded stream ends inside a frame"
     return permits
 
 
