@@ -63,16 +63,20 @@ bench: install nsq pulsar
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
 	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
+	$(PY) benchmarks/pulsar_dispatch.py --json benchmarks/results/pulsar_dispatch.json
 	$(PY) benchmarks/update_readme.py
 
 # pulsarfast beside the official pulsar-client (3.13) on one real Pulsar broker:
 # produce (send_async + flush), consume (receive + acknowledge), blocking send and
 # the gevent ticker, counts checked against the broker, the targets' ratios; results in
-# benchmarks/results/pulsar_quick.json (make bench runs it too and puts it in the README).
+# benchmarks/results/pulsar_quick.json (make bench runs it too and puts it in the README);
+# then where a batched consume's time goes (benchmarks/pulsar_dispatch.py: the broker's
+# round trip per entry, and each client's receive + acknowledge from a full queue).
 # `make bench-pulsar PULSAR_BENCH_ARGS=--quick` is a smoke run.
 PULSAR_BENCH_ARGS ?=
 bench-pulsar: install pulsar
 	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
+	$(PY) benchmarks/pulsar_dispatch.py --json benchmarks/results/pulsar_dispatch.json
 
 # The pynsq program corpus (tests/pynsq_programs/) on pynsq 0.9.1 + tornado, to
 # show each program is a correct pynsq program; `make test` runs it on nsqfast.

@@ -84,7 +84,9 @@ def pulsar_section(results_dir: str) -> str | None:
     cut = table.find("\n\nProfile of ")
     if cut >= 0:  # (the profiles of missed targets stay in the JSON and docs/pulsar.md)
         table = table[:cut] + ("\n\nA missed target's profile: `benchmarks/results/pulsar_quick.json` "
-                               "(`markdown`), discussed in [docs/pulsar.md](docs/pulsar.md#speed).")
+                               "(`markdown`), and where a batched consume's time goes: "
+                               "`benchmarks/results/pulsar_dispatch.json` (`benchmarks/pulsar_dispatch.py`); "
+                               "both discussed in [docs/pulsar.md](docs/pulsar.md#speed).")
     return "#### Pulsar (pulsarfast beside the official client, `make bench-pulsar`)\n\n" + table
 
 
