@@ -165,6 +165,10 @@ class BareConsumer:
         self.sock.close()
 
 
+def _is_message(event: object) -> bool:
+    return isinstance(event, sansio.MessageReceived)
+
+
 def probe_dispatch(broker: PulsarBroker, samples: int) -> dict:
     """FLOW -> MESSAGE round trips for single entries of BATCH messages, the count lifted to 1."""
     topic = "persistent://public/default/dispatch-probe-" + uuid.uuid4().hex[:8]
@@ -175,9 +179,8 @@ def probe_dispatch(broker: PulsarBroker, samples: int) -> dict:
     try:
         bare.request(lambda request_id: proto.subscribe(topic, "bench", proto.SUB_SHARED, consumer_id, request_id,
                                                         initial_position=proto.POSITION_EARLIEST))
-        is_message = lambda event: isinstance(event, sansio.MessageReceived)  # noqa: E731
         bare.command(proto.flow(consumer_id, BATCH))  # the first entry takes the count to 0
-        entry = bare.wait_for(is_message)
+        entry = bare.wait_for(_is_message)
         seconds = []
         lift = 1
         for _ in range(samples):
@@ -185,7 +188,7 @@ def probe_dispatch(broker: PulsarBroker, samples: int) -> dict:
                                    [proto.message_id_data(entry.ledger_id, entry.entry_id)]))
             started = time.perf_counter()
             bare.command(proto.flow(consumer_id, lift))  # the count goes from 0 (or 1 - BATCH) to 1
-            entry = bare.wait_for(is_message)
+            entry = bare.wait_for(_is_message)
             seconds.append(time.perf_counter() - started)
             lift = BATCH
     finally:
@@ -233,7 +236,7 @@ def main() -> int:
                 file=sys.stderr, flush=True)
     finally:
         broker.stop()
-    med = lambda values: statistics.median(values)  # noqa: E731
+    med = statistics.median
     dispatch = results["dispatch"]
     print("| part | median of %d runs |" % args.runs)
     print("|---|---:|")
