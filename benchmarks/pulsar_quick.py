@@ -684,8 +684,10 @@ def main() -> int:
                 t = time.monotonic()
                 jit = jit_cpu_seconds(broker.pid)
                 for name in ("pulsarfast-threads-batching", "official-batching"):
-                    if name in CLIENTS:
-                        run_child(config(name, f"warmup{extra}", ("produce", "consume")), timeout)
+                    result = run_child(config(name, f"warmup{extra}", ("produce", "consume")), timeout)
+                    if "error" in result:
+                        print(f"warm-up pass {extra} {name}: ERROR {result['error']}: "
+                              f"{result.get('stderr_tail', '')[-500:]}", flush=True)
                 share = (jit_cpu_seconds(broker.pid) - jit) / (time.monotonic() - t)
                 print(f"warm-up pass {extra}: the JIT used {100 * share:.0f}% of a core", flush=True)
                 meta.setdefault("warmup_jit_share", []).append(round(share, 3))
