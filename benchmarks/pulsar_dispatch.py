@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, HERE)
 
 from pulsar_broker import PulsarBroker  # noqa: E402
-from pulsar_quick import BROKER_JVM_ARGS, PAYLOAD_SIZE  # noqa: E402
+from pulsar_quick import BROKER_JVM_ARGS, SUBSCRIPTION, fill_workload  # noqa: E402
 
 import pulsarfast  # noqa: E402
 from msgengine.correlator import Pending  # noqa: E402
@@ -64,7 +64,7 @@ else:
     sys.path.insert(0, cfg["repo"])
     import pulsarfast as pulsar
     client = pulsar.Client(cfg["url"], backend=cfg["client"].split("-")[1])
-consumer = client.subscribe(cfg["topic"], "bench", consumer_type=pulsar.ConsumerType.Shared,
+consumer = client.subscribe(cfg["topic"], cfg["subscription"], consumer_type=pulsar.ConsumerType.Shared,
                             initial_position=pulsar.InitialPosition.Earliest,
                             receiver_queue_size=cfg["queue"])
 first = consumer.receive(30000)  # the backlog is coming: give the client time to take all of it in
@@ -89,23 +89,18 @@ print("RESULT " + json.dumps({"rate": n / (t1 - t0), "cpu_us": 1e6 * (c1 - c0) /
 
 
 def fill(service_url: str, topic: str, messages: int) -> None:
-    """A backlog of messages in batches of BATCH, for subscription "bench" (made first)."""
+    """A backlog of messages in batches of BATCH, for the bench's subscription (made first): the
+    bench's own filler (pulsar_quick.fill_workload), each batch closed at BATCH messages."""
     client = pulsarfast.Client(service_url, backend="threads")
     try:
-        client.subscribe(topic, "bench", consumer_type=pulsarfast.ConsumerType.Shared,
-                         initial_position=pulsarfast.InitialPosition.Earliest).close()
-        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=BATCH,
-                                          batching_max_publish_delay_ms=1000, block_if_queue_full=True)
-        failed = []
-        for index in range(messages):
-            producer.send_async(b"%0*d" % (PAYLOAD_SIZE, index),
-                                lambda result, _id: failed.append(result) if result != pulsarfast.Result.Ok else None)
-        producer.flush()
-        producer.close()
-        if failed:
-            raise SystemExit("filling %s: %d sends failed" % (topic, len(failed)))
+        filled = fill_workload(pulsarfast, client,
+                               {"topic_consume": topic, "fill_subscriptions": [SUBSCRIPTION], "messages": messages},
+                               {"batching_enabled": True, "batching_max_messages": BATCH,
+                                "batching_max_publish_delay_ms": 1000, "block_if_queue_full": True})
     finally:
         client.close()
+    if filled["ok"] != messages:
+        raise SystemExit("filling %s: %d of %d sends acknowledged" % (topic, filled["ok"], messages))
 
 
 def warm_up(service_url: str) -> None:
@@ -114,7 +109,7 @@ def warm_up(service_url: str) -> None:
         topic = "persistent://public/default/dispatch-warm-" + uuid.uuid4().hex[:8]
         fill(service_url, topic, 200_000)
         client = pulsarfast.Client(service_url, backend="threads")
-        consumer = client.subscribe(topic, "bench", consumer_type=pulsarfast.ConsumerType.Shared)
+        consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsarfast.ConsumerType.Shared)
         for _ in range(200_000):
             consumer.acknowledge(consumer.receive(30000))
         consumer.close()
@@ -181,7 +176,7 @@ def probe_dispatch(broker: PulsarBroker, samples: int, age: float = 0.0) -> dict
     bare = BareConsumer(host, int(port))
     consumer_id = 1
     try:
-        bare.request(lambda request_id: proto.subscribe(topic, "bench", proto.SUB_SHARED, consumer_id, request_id,
+        bare.request(lambda request_id: proto.subscribe(topic, SUBSCRIPTION, proto.SUB_SHARED, consumer_id, request_id,
                                                         initial_position=proto.POSITION_EARLIEST))
         bare.command(proto.flow(consumer_id, BATCH))  # the first entry takes the count to 0
         entry = bare.wait_for(_is_message)
@@ -206,7 +201,7 @@ def probe_dispatch(broker: PulsarBroker, samples: int, age: float = 0.0) -> dict
 def client_alone(broker: PulsarBroker, client: str) -> dict:
     topic = "persistent://public/default/dispatch-client-" + uuid.uuid4().hex[:8]
     fill(broker.service_url, topic, CLIENT_MESSAGES)
-    cfg = {"client": client, "url": broker.service_url, "topic": topic, "repo": REPO,
+    cfg = {"client": client, "url": broker.service_url, "topic": topic, "subscription": SUBSCRIPTION, "repo": REPO,
            "queue": CLIENT_MESSAGES + BATCH, "messages": CLIENT_MESSAGES, "settle": 3.0}
     proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True,
                           timeout=180, cwd=REPO)

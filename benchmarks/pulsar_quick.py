@@ -123,13 +123,17 @@ BROKER_JVM_ARGS = ("-Xms1g", "-Xmx1g", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1
 
 # --------------------------------------------------------------------------- shared helpers
 
+def _stat_cpu_ticks(stat: bytes) -> int:
+    """utime+stime in clock ticks, from a /proc/.../stat line (after the command name: field 3 is
+    the state, utime field 14, stime field 15)."""
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def proc_cpu_seconds(pid: int) -> float:
     """utime+stime of a process (all its threads) from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat", "rb") as f:
-        data = f.read()
-    fields = data[data.rindex(b")") + 2:].split()
-    # fields[0] is field 3 (state): utime is field 14, stime field 15
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _stat_cpu_ticks(f.read()) / os.sysconf("SC_CLK_TCK")
 
 
 def jit_cpu_seconds(pid: int) -> float:
@@ -142,8 +146,7 @@ def jit_cpu_seconds(pid: int) -> float:
         except OSError:  # (a thread that ended meanwhile)
             continue
         if data[data.index(b"(") + 1:data.rindex(b")")].startswith(JIT_THREAD_NAMES):
-            fields = data[data.rindex(b")") + 2:].split()
-            ticks += int(fields[11]) + int(fields[12])
+            ticks += _stat_cpu_ticks(data)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
