@@ -15,20 +15,31 @@ Flow control. The budget of messages a consumer may hold unread is
 ``receiver_queue_size`` for one topic, and ``min(receiver_queue_size x n,
 max_total_receiver_queue_size_across_partitions)`` over n partitions;
 ``msgengine.flow.FlowControl`` spreads it over the TopicConsumers (each
-partition's share). A TopicConsumer grants its share at subscribe, then
-grants again what was read each time a tenth of its share has been read
-(the official clients wait for half: with batches as large as the queue,
-the next one would then be asked for only halfway through the one before,
-and a fast reader waits for the broker). With batches larger than that tenth,
-what counts is where a grant leaves the broker's count of permits: the broker
-reads ahead as many entries as it holds permits (up to its read batch of 100)
-and sends only the batches they pay for, so a grant of 100 that lifted the
-count from 0 made it read a hundred 1000-message entries to send one (3-7 µs
-of broker CPU per message consumed, against 1-2 µs when it is lifted to 1).
-So the grant that lifts the count above zero goes out at the first read that
-allows it, which leaves it at 1. The consumer estimates the broker's count as
-permits granted minus the messages of the entries arrived since the
-subscribe; entries still on the wire make the estimate high, never low.
+partition's share). Permits the share allows and the broker does not hold yet
+are owed: the messages read since the last grant, and at subscribe all of the
+share but one permit (the first FLOW is 1), until the first entry shows how
+large entries are. What counts is how the broker dispatches: it counts
+permits in messages, reads ``min(permits, 100)`` entries when its count is
+above zero, sends those the count pays for (a whole batch as long as the count
+is above zero, taking it below) and reads the rest again later. So:
+
+- entries of one message, or batches of up to a tenth of the share: what is
+  owed goes once it reaches a tenth of the share (the official clients wait for
+  half; with larger grants a fast reader waits less for the broker);
+- larger batches: the only grant is the one that lifts the broker's count from
+  zero or below to exactly 1, as soon as enough is owed (when a batch arrives,
+  or at the read that makes it so), and none while the count is above zero
+  (the broker reads for it, or an entry is on the wire). Each read is then one
+  entry, read once. A grant added while the broker's read was being scheduled
+  used to make it read up to a hundred 1000-message entries to send one (7 to
+  13 entries read from storage per entry sent, by the broker's
+  ``pulsar_ml_cache_pendingreads_entries_read_total``; now 1).
+
+The consumer estimates the broker's count as permits granted minus the
+messages of the entries arrived since the subscribe; entries still on the wire
+make the estimate high, never low, so a held grant goes once they arrive. As a
+safety net, a ``receive()`` (or the listener) that waits ``OWED_RELEASE_SECONDS``
+with nothing arriving grants everything owed.
 
 Acknowledgement. Individual acks go to the partition the message came from,
 grouped: those made within ``ack_grouping_time_ms`` (100 ms, as the official
@@ -120,6 +131,8 @@ ACKS_PER_COMMAND = 1000
 #: permits go back to the broker each time this fraction of a share was read (a tenth): a batch as
 #: large as the receiver queue is then asked for while nine tenths of the one before are still unread
 FLOW_FRACTION = 10
+#: a receive() (or the listener) that waited this long with nothing arriving grants every permit still owed
+OWED_RELEASE_SECONDS = 1.0
 _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
 _CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
 
@@ -199,7 +212,11 @@ class TopicConsumer:
         #: estimate of the broker's count: what the read loop adds is read without the lock)
         self._permits_granted = 0
         self._permits_used = 0
+        #: permits the budget allows and not granted yet: messages read since the last grant, and the
+        #: share held back at subscribe until the first entry shows how large entries are
+        self._owed = 0
         self._last_entry_messages = 1
+        self._sizing = False  # (subscribed, no entry arrived yet: one permit granted)
         #: one more at each subscribe: messages of an earlier subscription still queued are dropped
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
@@ -259,8 +276,13 @@ class TopicConsumer:
             if not closed:
                 self._link = link
                 self._read_since_flow = 0
-                permits = self._share
-                self._permits_granted = max(0, permits)
+                # one permit first: the first entry shows whether the share can go at once (see the
+                # module docstring); the rest of it is owed until then
+                share = max(0, self._share)
+                permits = min(share, 1)
+                self._owed = share - permits
+                self._sizing = share > 1
+                self._permits_granted = permits
                 self._permits_used = 0
         if closed:  # (closed while subscribing: the broker's consumer goes too)
             link.close()
@@ -320,11 +342,13 @@ class TopicConsumer:
             grow = share - self._share
             self._share = share
             self._flow_every = max(1, share // FLOW_FRACTION)
+            if grow <= 0:
+                return
+            self._owed += grow
+            grant = self._grant_now()
             link = self._link
-            if grow > 0:
-                self._permits_granted += grow
-        if grow > 0 and link is not None and not link.closed:
-            self._flow(link, grow)
+        if grant and link is not None and not link.closed:
+            self._flow(link, grant)
 
     def _flow(self, link: _ConsumerLink, permits: int) -> None:
         try:
@@ -332,29 +356,59 @@ class TopicConsumer:
         except PulsarException:
             pass  # the connection closed: the next subscribe grants permits afresh
 
+    def _grant_now(self) -> int:
+        """Under the lock: the permits to grant now out of those owed (0: none yet), recorded as
+        granted. Entries of one or a few messages: what is owed goes once it reaches a tenth of the
+        share. Entries larger than that (and before the first entry): only the grant that lifts the
+        broker's estimated count from zero or below to exactly 1, and nothing while it is above
+        zero (an entry is on its way, or the broker waits for one); see the module docstring."""
+        owed = self._owed
+        if self._sizing or self._last_entry_messages > self._flow_every:
+            balance = self._permits_granted - self._permits_used
+            if balance > 0:
+                return 0
+            grant = 1 - balance
+            if owed < grant:
+                return 0
+        elif owed < self._flow_every:
+            return 0
+        else:
+            grant = owed
+        self._owed = owed - grant
+        self._permits_granted += grant
+        self.credit.answered += self._read_since_flow
+        self._read_since_flow = 0
+        return grant
+
     def message_read(self, count: int = 1) -> None:
         """The application took one of this partition's messages from the queue (or ``count``
-        messages were skipped unread); the read count reaches the flow-control record when
-        permits go out."""
+        messages were skipped unread): their permits are owed to the broker, and go when
+        ``_grant_now`` says."""
         with self._lock:
-            read = self._read_since_flow + count
-            flow_every = self._flow_every
-            if read < flow_every:
-                # with entries larger than a usual grant, the grant that lifts the broker's count
-                # above zero goes out at once, leaving it at 1 (see the module docstring)
-                if self._last_entry_messages <= flow_every:
-                    self._read_since_flow = read
-                    return
-                balance = self._permits_granted - self._permits_used
-                if not balance <= 0 < balance + read:
-                    self._read_since_flow = read
-                    return
-            self._read_since_flow = 0
-            self._permits_granted += read
-            self.credit.answered += read
+            self._read_since_flow += count
+            self._owed += count
+            grant = self._grant_now()
+            if not grant:
+                return
             link = self._link
         if link is not None and not link.closed:
-            self._flow(link, read)
+            self._flow(link, grant)
+
+    def release_owed(self) -> None:
+        """Grant every owed permit now: the application waits and nothing has arrived for a while
+        (a safety net: the estimate of the broker's count can only be wrong the safe way, too high
+        while an entry is on the wire, but a consumer must never wait on a grant it holds)."""
+        with self._lock:
+            grant = self._owed
+            if grant <= 0:
+                return
+            self._owed = 0
+            self._permits_granted += grant
+            self.credit.answered += self._read_since_flow
+            self._read_since_flow = 0
+            link = self._link
+        if link is not None and not link.closed:
+            self._flow(link, grant)
 
     # -- messages (on the connection's reading task) -----------------------------------------
 
@@ -369,6 +423,14 @@ class TopicConsumer:
         messages_in_entry = _entry_messages(event)
         self._last_entry_messages = messages_in_entry
         self._permits_used += messages_in_entry
+        if self._sizing or messages_in_entry > self._flow_every:
+            # the next entry is asked for as soon as the budget allows, before this one is unpacked
+            # (and the share held back at subscribe goes now if entries are small)
+            with self._lock:
+                self._sizing = False
+                grant = self._grant_now()
+            if grant:
+                self._flow(link, grant)
         if not event.checksum_ok:
             self._refuse(event, messages_in_entry, "failed its checksum")
             return
@@ -853,10 +915,16 @@ class Consumer:
             try:
                 consumer, epoch, message = ready.popleft()
             except IndexError:
+                wait = OWED_RELEASE_SECONDS if deadline is None else \
+                    min(OWED_RELEASE_SECONDS, max(0.0, deadline - monotonic()))
                 try:
-                    item = get() if deadline is None else get(timeout=max(0.0, deadline - monotonic()))
+                    item = get(timeout=wait)
                 except _queue.Empty:
-                    return None
+                    if deadline is not None and monotonic() >= deadline:
+                        return None
+                    for consumer in self._topics:
+                        consumer.release_owed()
+                    continue
                 if item is _CLOSED:
                     self._queue.put(_CLOSED)  # (wakes the next waiter too)
                     return _CLOSED

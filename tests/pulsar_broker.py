@@ -445,6 +445,17 @@ class PulsarBroker:
         """Any admin call: ``admin("GET", "/admin/v2/tenants")`` -> parsed JSON (None if empty)."""
         return self._call(method, path, body, timeout)
 
+    def metric_total(self, name: str) -> float:
+        """The sum of a Prometheus metric's samples (every label set) from the broker's ``/metrics/``."""
+        req = urllib.request.Request(self.web_url + "/metrics/", headers=self.admin_headers)
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT) as resp:
+            text = resp.read().decode("utf-8", "replace")
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     @staticmethod
     def topic_path(name: str) -> str:
         """``/admin/v2/persistent/public/default/<name>`` for a short topic name."""

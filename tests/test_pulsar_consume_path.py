@@ -2,10 +2,12 @@
 handed out by receive() without the queue, acknowledgements grouped without a
 lock), against a real broker on both backends: several receivers at once get
 every message exactly once, every acknowledgement reaches the broker, permits
-keep flowing past many times the receiver queue, the grant that reopens the
-broker for a batch larger than a tenth of the queue is a single permit (read
-from the FLOW commands a recording relay saw), and the fields of a batch's
-messages are each message's own."""
+keep flowing past many times the receiver queue, a backlog of batches larger
+than a tenth of the queue is asked for one entry at a time with the broker's
+count lifted to exactly one (read from the FLOW commands a recording relay saw,
+and from the broker's count of entries read from storage), permits held back
+are granted when the application waits, and the fields of a batch's messages
+are each message's own."""
 from __future__ import annotations
 
 import threading
@@ -147,11 +149,17 @@ def sent_flow_permits(stream: bytes) -> list:
     return permits
 
 
-def test_the_grant_that_reopens_the_broker_for_a_large_batch_is_one_permit(
-        client, pulsar_broker, pulsar_topic, backend, fault_proxy_factory):
-    # The broker reads ahead as many entries as it holds permits; with 500-message batches a grant
-    # of a tenth of the queue (100) lifting its count above zero would make it read 100 entries to
-    # send one. The consumer sends that grant alone, at the first read that allows it.
+#: what the broker read from storage for its dispatchers, in entries (all topics)
+ENTRIES_READ = "pulsar_ml_cache_pendingreads_entries_read_total"
+
+
+def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storage_once(
+        client, pulsar_broker, pulsar_topic, backend, fault_proxy_factory, monkeypatch):
+    # The broker reads min(permits, 100) entries per dispatch and sends only those its permits pay
+    # for (permits count messages): with 500-message batches, a count of 2..501 when it reads makes it
+    # read many entries to send one or two, and read the rest again later. So the consumer grants one
+    # permit at subscribe, then only grants that lift the broker's count from zero or below to exactly 1.
+    monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 3600.0)  # (the safety net stays out of it)
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=500,
                                       batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
     results = []
@@ -163,10 +171,11 @@ def test_the_grant_that_reopens_the_broker_for_a_large_batch_is_one_permit(
     proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
     proxy.record_upstream()
     proxied = pulsar.Client("pulsar://%s" % proxy.address, operation_timeout_seconds=15, backend=backend)
+    read_before = run_blocking(backend, pulsar_broker.metric_total, ENTRIES_READ)
     try:
         consumer = proxied.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
                                      initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
-        # the first grant (the queue, 1000) pays for two whole batches: the broker's count is then 0
+        # the first entry's 500 permits were owed: the count goes back to 1 at once, and a second batch comes
         wait_for(lambda: consumer.stats()["received"] == 1000, backend, message="the first two batches")
 
         def drain():
@@ -181,7 +190,42 @@ def test_the_grant_that_reopens_the_broker_for_a_large_batch_is_one_permit(
         consumer.close()
     finally:
         proxied.close()
+    read = run_blocking(backend, pulsar_broker.metric_total, ENTRIES_READ) - read_before
     assert sorted(bodies) == sorted(b"m-%d" % index for index in range(3000))
     flows = [permits for stream in proxy.recorded_upstream() for permits in sent_flow_permits(stream)]
-    assert flows[:2] == [1000, 1], flows
-    assert sum(flows) <= 1000 + 3000  # never more than what was read, after the first grant
+    # one permit, then each entry's 500 (the last one leaves the broker waiting for a seventh)
+    assert flows == [1] + [500] * 6, flows
+    assert read <= 6, "the broker read %d entries from storage to send 6" % read
+
+
+def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker, pulsar_topic, backend):
+    # Read permits wait while the broker's count is above zero (it has an entry to send, or waits for
+    # one); a receive() that has waited a second with nothing arriving grants all of them.
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=500,
+                                      batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
+    results = []
+    for index in range(1000):
+        producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result))
+    producer.flush()
+    producer.close()
+    assert results.count(pulsar.Result.Ok) == 1000
+    consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
+    for _ in range(1000):
+        consumer.acknowledge(consumer.receive(RECEIVE_MS))
+
+    def broker_permits():
+        consumers = pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]["consumers"]
+        assert len(consumers) == 1, consumers
+        return consumers[0]["availablePermits"]
+
+    wait_for(lambda: run_blocking(backend, broker_permits) == 1, backend,
+             message="the broker's count lifted to 1 after the second batch")
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(2500)
+    assert run_blocking(backend, broker_permits) == 1000  # the whole queue: nothing is unread
+    producer = client.create_producer(pulsar_topic, batching_enabled=False)
+    producer.send(b"after")
+    assert consumer.receive(RECEIVE_MS).data() == b"after"
+    producer.close()
+    consumer.close()
