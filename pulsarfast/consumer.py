@@ -363,7 +363,7 @@ class TopicConsumer:
         broker's estimated count from zero or below to exactly 1, and nothing while it is above
         zero (an entry is on its way, or the broker waits for one); see the module docstring."""
         owed = self._owed
-        if self._sizing or self._last_entry_messages > self._flow_every:
+        if self._sizing or self._last_entry_messages > self._flow_every:  # (message_read inlines this test)
             balance = self._permits_granted - self._permits_used
             if balance > 0:
                 return 0
@@ -374,11 +374,15 @@ class TopicConsumer:
             return 0
         else:
             grant = owed
-        self._owed = owed - grant
+        self._record_grant(grant)
+        return grant
+
+    def _record_grant(self, grant: int) -> None:
+        """Under the lock: grant permits out of those owed."""
+        self._owed -= grant
         self._permits_granted += grant
         self.credit.answered += self._read_since_flow
         self._read_since_flow = 0
-        return grant
 
     def message_read(self, count: int = 1) -> None:
         """The application took one of this partition's messages from the queue (or ``count``
@@ -386,10 +390,16 @@ class TopicConsumer:
         ``_grant_now`` says."""
         with self._lock:
             self._read_since_flow += count
-            self._owed += count
-            grant = self._grant_now()
-            if not grant:
+            owed = self._owed + count
+            self._owed = owed
+            # (_grant_now's "not yet", inlined: this runs for every message read)
+            if self._sizing or self._last_entry_messages > self._flow_every:
+                balance = self._permits_granted - self._permits_used
+                if balance > 0 or owed + balance < 1:
+                    return
+            elif owed < self._flow_every:
                 return
+            grant = self._grant_now()
             link = self._link
         if link is not None and not link.closed:
             self._flow(link, grant)
@@ -402,10 +412,7 @@ class TopicConsumer:
             grant = self._owed
             if grant <= 0:
                 return
-            self._owed = 0
-            self._permits_granted += grant
-            self.credit.answered += self._read_since_flow
-            self._read_since_flow = 0
+            self._record_grant(grant)
             link = self._link
         if link is not None and not link.closed:
             self._flow(link, grant)
