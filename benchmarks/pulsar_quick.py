@@ -158,6 +158,17 @@ def system_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+#: the entries the broker's dispatchers read from storage (a Prometheus counter over all topics)
+STORAGE_READS_METRIC = "pulsar_ml_cache_pendingreads_entries_read_total"
+
+
+def storage_entries_read(web_url: str) -> float:
+    """The broker's count of entries read from storage for dispatch, from its /metrics/."""
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from pulsar_broker import metric_total
+    return metric_total(web_url, STORAGE_READS_METRIC)
+
+
 def self_cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -290,6 +301,7 @@ def child_main(cfg: dict) -> dict:
                 add = seen.add
                 got = 0
                 error = None
+                reads_before = storage_entries_read(cfg["web_url"])
                 meter.start("consume")
                 try:
                     for _ in range(n):
@@ -300,8 +312,8 @@ def child_main(cfg: dict) -> dict:
                 except Exception as exc:  # a Timeout: fewer messages than produced
                     error = f"{type(exc).__name__}: {exc}"
                 result = meter.stop(max(got, 1))
-                result.update(received=got, distinct=len(seen),
-                              unexpected=len(seen - set(bodies)), error=error)
+                result.update(received=got, distinct=len(seen), unexpected=len(seen - set(bodies)), error=error,
+                              broker_entries_read=storage_entries_read(cfg["web_url"]) - reads_before)
                 consumer.close()  # (the official client sends its grouped acks here)
                 out["workloads"]["consume"] = result
 
@@ -437,6 +449,11 @@ def check_run(broker, cfg: dict, result: dict) -> None:
         if r["received"] != n or r["distinct"] != n or r["unexpected"]:
             fails.append(f"received {r['received']}, {r['distinct']} distinct payloads "
                          f"({r['unexpected']} not produced), expected {n}")
+        entries = broker.admin("GET", broker.topic_path(cfg.get("topic_consume", cfg["topic_produce"]))
+                               + "/internalStats")["numberOfEntries"]
+        r["topic_entries"] = entries
+        if r.get("broker_entries_read") is not None and entries:
+            r["storage_reads_per_entry"] = r["broker_entries_read"] / entries
         backlog = wait_backlog_zero(broker, cfg.get("topic_consume", cfg["topic_produce"]),
                                     cfg.get("consume_subscription", SUBSCRIPTION))
         r["backlog_after"] = backlog
@@ -491,6 +508,7 @@ def summarize(runs: list, clients: list) -> list:
                 "broker_cpu_us_per_msg": median([res["broker_cpu_us_per_msg"] for res in results]),
                 "other_cpu_pct": median([res.get("other_cpu_pct") for res in results]),
                 "ticks": median([res.get("ticks") for res in results]),
+                "storage_reads_per_entry": median([res.get("storage_reads_per_entry") for res in results]),
                 "ok": not fails,
                 "failures": fails,
             })
@@ -564,6 +582,14 @@ def markdown(rows: list, meta: dict) -> str:
                   "| client | ticks |", "|---|---:|"]
         for row, name in ticker:
             lines.append(f"| {CLIENTS[name]['label']} | {fmt(row['ticks'], '.0f')} |")
+    reads = [(row, name) for name in meta["clients"] if CLIENTS[name]["batching"]
+             for row in [_row(rows, name, "consume")] if row is not None and row["storage_reads_per_entry"] is not None]
+    if reads:
+        lines += ["", "Batched consume: entries the broker read from storage per entry of the backlog "
+                  f"(its `{STORAGE_READS_METRIC}`; 1: each read once)", "",
+                  "| client | entries read per entry sent |", "|---|---:|"]
+        for row, name in reads:
+            lines.append(f"| {CLIENTS[name]['label']} | {row['storage_reads_per_entry']:.2f} |")
     found = targets(rows)
     if found:
         lines += ["", "| target | client | measured | result |", "|---|---|---:|---|"]
@@ -662,7 +688,7 @@ def main() -> int:
             uid = uuid.uuid4().hex[:8]
             return {
                 "lib": spec["lib"], "backend": spec["backend"], "batching": spec["batching"],
-                "service_url": broker.service_url, "broker_pid": broker.pid,
+                "service_url": broker.service_url, "web_url": broker.web_url, "broker_pid": broker.pid,
                 "messages": args.messages, "send_messages": args.send_messages,
                 "topic_produce": f"pq-{name}-{tag}-{uid}-p", "topic_send": f"pq-{name}-{tag}-{uid}-s",
                 "topic_ticker": f"pq-{name}-{tag}-{uid}-t",

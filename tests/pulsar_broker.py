@@ -133,6 +133,18 @@ def _kill_leftovers() -> None:  # safety net if nobody called stop()
             pass
 
 
+def metric_total(web_url: str, name: str, headers: Optional[Mapping[str, str]] = None) -> float:
+    """The sum of a Prometheus metric's samples (every label set) from a broker's ``/metrics/``."""
+    req = urllib.request.Request(web_url + "/metrics/", headers=dict(headers or {}))
+    with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT) as resp:
+        text = resp.read().decode("utf-8", "replace")
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 class PulsarBroker:
     """A real Pulsar standalone broker on free loopback ports with its own data dirs.
 
@@ -447,14 +459,7 @@ class PulsarBroker:
 
     def metric_total(self, name: str) -> float:
         """The sum of a Prometheus metric's samples (every label set) from the broker's ``/metrics/``."""
-        req = urllib.request.Request(self.web_url + "/metrics/", headers=self.admin_headers)
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT) as resp:
-            text = resp.read().decode("utf-8", "replace")
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        return metric_total(self.web_url, name, self.admin_headers)
 
     @staticmethod
     def topic_path(name: str) -> str:
