@@ -30,9 +30,9 @@ def client(pulsar_broker, backend):
     client.close()
 
 
-def produce_batched(client, topic, count, **send_kwargs):
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=100,
-                                      block_if_queue_full=True)
+def produce_batched(client, topic, count, batch=100, max_delay_ms=10, **send_kwargs):
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=batch,
+                                      batching_max_publish_delay_ms=max_delay_ms, block_if_queue_full=True)
     results = []
     for index in range(count):
         producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result), **send_kwargs)
@@ -160,14 +160,7 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
     # read many entries to send one or two, and read the rest again later. So the consumer grants one
     # permit at subscribe, then only grants that lift the broker's count from zero or below to exactly 1.
     monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 3600.0)  # (the safety net stays out of it)
-    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=500,
-                                      batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
-    results = []
-    for index in range(3000):
-        producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result))
-    producer.flush()
-    producer.close()
-    assert results.count(pulsar.Result.Ok) == 3000
+    produce_batched(client, pulsar_topic, 3000, batch=500, max_delay_ms=60_000)  # (batches of exactly 500)
     proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
     proxy.record_upstream()
     proxied = pulsar.Client("pulsar://%s" % proxy.address, operation_timeout_seconds=15, backend=backend)
@@ -201,14 +194,7 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
 def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker, pulsar_topic, backend):
     # Read permits wait while the broker's count is above zero (it has an entry to send, or waits for
     # one); a receive() that has waited a second with nothing arriving grants all of them.
-    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=500,
-                                      batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
-    results = []
-    for index in range(1000):
-        producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result))
-    producer.flush()
-    producer.close()
-    assert results.count(pulsar.Result.Ok) == 1000
+    produce_batched(client, pulsar_topic, 1000, batch=500, max_delay_ms=60_000)
     consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
                                 initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
     for _ in range(1000):
