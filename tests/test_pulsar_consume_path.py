@@ -191,9 +191,10 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
     assert read <= 6, "the broker read %d entries from storage to send 6" % read
 
 
-def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker, pulsar_topic, backend):
+def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker, pulsar_topic, backend, monkeypatch):
     # Read permits wait while the broker's count is above zero (it has an entry to send, or waits for
-    # one); a receive() that has waited a second with nothing arriving grants all of them.
+    # one); a receive() that has waited OWED_RELEASE_SECONDS with nothing arriving grants all of them.
+    monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 3600.0)  # (not during the drain, however slow)
     produce_batched(client, pulsar_topic, 1000, batch=500, max_delay_ms=60_000)
     consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
                                 initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
@@ -207,6 +208,7 @@ def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker
 
     wait_for(lambda: run_blocking(backend, broker_permits) == 1, backend,
              message="the broker's count lifted to 1 after the second batch")
+    monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 1.0)
     with pytest.raises(pulsar.Timeout):
         consumer.receive(2500)
     assert run_blocking(backend, broker_permits) == 1000  # the whole queue: nothing is unread
