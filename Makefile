@@ -62,8 +62,7 @@ bench: install nsq pulsar
 	PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
-	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
-	$(PY) benchmarks/pulsar_dispatch.py --json benchmarks/results/pulsar_dispatch.json
+	$(MAKE) --no-print-directory bench-pulsar
 	$(PY) benchmarks/update_readme.py
 
 # pulsarfast beside the official pulsar-client (3.13) on one real Pulsar broker:

@@ -80,6 +80,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+TESTS = os.path.join(REPO, "tests")
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_quick.json")
 
 CLIENTS = {
@@ -158,15 +159,17 @@ def system_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-#: the entries the broker's dispatchers read from storage (a Prometheus counter over all topics)
-STORAGE_READS_METRIC = "pulsar_ml_cache_pendingreads_entries_read_total"
+def tests_on_path() -> None:
+    """tests/ importable (the broker harness), once."""
+    if TESTS not in sys.path:
+        sys.path.insert(0, TESTS)
 
 
 def storage_entries_read(web_url: str) -> float:
     """The broker's count of entries read from storage for dispatch, from its /metrics/."""
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    from pulsar_broker import metric_total
-    return metric_total(web_url, STORAGE_READS_METRIC)
+    tests_on_path()
+    from pulsar_broker import STORAGE_ENTRIES_READ, metric_total
+    return metric_total(web_url, STORAGE_ENTRIES_READ)
 
 
 def self_cpu_seconds() -> float:
@@ -449,13 +452,12 @@ def check_run(broker, cfg: dict, result: dict) -> None:
         if r["received"] != n or r["distinct"] != n or r["unexpected"]:
             fails.append(f"received {r['received']}, {r['distinct']} distinct payloads "
                          f"({r['unexpected']} not produced), expected {n}")
-        entries = broker.admin("GET", broker.topic_path(cfg.get("topic_consume", cfg["topic_produce"]))
-                               + "/internalStats")["numberOfEntries"]
+        topic = cfg.get("topic_consume", cfg["topic_produce"])
+        entries = broker.admin("GET", broker.topic_path(topic) + "/internalStats")["numberOfEntries"]
         r["topic_entries"] = entries
         if r.get("broker_entries_read") is not None and entries:
             r["storage_reads_per_entry"] = r["broker_entries_read"] / entries
-        backlog = wait_backlog_zero(broker, cfg.get("topic_consume", cfg["topic_produce"]),
-                                    cfg.get("consume_subscription", SUBSCRIPTION))
+        backlog = wait_backlog_zero(broker, topic, cfg.get("consume_subscription", SUBSCRIPTION))
         r["backlog_after"] = backlog
         if backlog != 0:
             fails.append(f"subscription backlog {backlog} after the consumer closed")
@@ -585,8 +587,10 @@ def markdown(rows: list, meta: dict) -> str:
     reads = [(row, name) for name in meta["clients"] if CLIENTS[name]["batching"]
              for row in [_row(rows, name, "consume")] if row is not None and row["storage_reads_per_entry"] is not None]
     if reads:
+        tests_on_path()
+        from pulsar_broker import STORAGE_ENTRIES_READ
         lines += ["", "Batched consume: entries the broker read from storage per entry of the backlog "
-                  f"(its `{STORAGE_READS_METRIC}`; 1: each read once)", "",
+                  f"(its `{STORAGE_ENTRIES_READ}`; 1: each read once)", "",
                   "| client | entries read per entry sent |", "|---|---:|"]
         for row, name in reads:
             lines.append(f"| {CLIENTS[name]['label']} | {row['storage_reads_per_entry']:.2f} |")
@@ -648,7 +652,7 @@ def main() -> int:
         broker_config[key.strip()] = value.strip()
 
     sys.dont_write_bytecode = True  # importing the test helpers must not write into tests/
-    sys.path.insert(0, os.path.join(REPO, "tests"))
+    tests_on_path()
     from pulsar_broker import PULSAR_VERSION, PulsarBroker
 
     began = time.monotonic()

@@ -929,8 +929,8 @@ class Consumer:
                 except _queue.Empty:
                     if deadline is not None and monotonic() >= deadline:
                         return None
-                    for consumer in self._topics:
-                        consumer.release_owed()
+                    for topic_consumer in self._topics:
+                        topic_consumer.release_owed()
                     continue
                 if item is _CLOSED:
                     self._queue.put(_CLOSED)  # (wakes the next waiter too)

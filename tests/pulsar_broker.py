@@ -133,6 +133,10 @@ def _kill_leftovers() -> None:  # safety net if nobody called stop()
             pass
 
 
+#: the entries the broker's dispatchers read from storage (a Prometheus counter over all topics)
+STORAGE_ENTRIES_READ = "pulsar_ml_cache_pendingreads_entries_read_total"
+
+
 def metric_total(web_url: str, name: str, headers: Optional[Mapping[str, str]] = None) -> float:
     """The sum of a Prometheus metric's samples (every label set) from a broker's ``/metrics/``."""
     req = urllib.request.Request(web_url + "/metrics/", headers=dict(headers or {}))

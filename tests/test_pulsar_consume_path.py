@@ -16,6 +16,7 @@ import pytest
 
 import pulsarfast as pulsar
 from pulsarfast import proto, wire
+from pulsar_broker import STORAGE_ENTRIES_READ
 from waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -149,10 +150,6 @@ def sent_flow_permits(stream: bytes) -> list:
     return permits
 
 
-#: what the broker read from storage for its dispatchers, in entries (all topics)
-ENTRIES_READ = "pulsar_ml_cache_pendingreads_entries_read_total"
-
-
 def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storage_once(
         client, pulsar_broker, pulsar_topic, backend, fault_proxy_factory, monkeypatch):
     # The broker reads min(permits, 100) entries per dispatch and sends only those its permits pay
@@ -164,7 +161,7 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
     proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
     proxy.record_upstream()
     proxied = pulsar.Client("pulsar://%s" % proxy.address, operation_timeout_seconds=15, backend=backend)
-    read_before = run_blocking(backend, pulsar_broker.metric_total, ENTRIES_READ)
+    read_before = run_blocking(backend, pulsar_broker.metric_total, STORAGE_ENTRIES_READ)
     try:
         consumer = proxied.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
                                      initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
@@ -183,7 +180,7 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
         consumer.close()
     finally:
         proxied.close()
-    read = run_blocking(backend, pulsar_broker.metric_total, ENTRIES_READ) - read_before
+    read = run_blocking(backend, pulsar_broker.metric_total, STORAGE_ENTRIES_READ) - read_before
     assert sorted(bodies) == sorted(b"m-%d" % index for index in range(3000))
     flows = [permits for stream in proxy.recorded_upstream() for permits in sent_flow_permits(stream)]
     # one permit, then each entry's 500 (the last one leaves the broker waiting for a seventh)
