@@ -36,6 +36,7 @@ from .errors import (
     ForkedError,
     InvalidConfiguration,
     PulsarException,
+    Result,
     ServiceUnitNotReady,
     TooManyLookupRequestException,
 )
@@ -136,7 +137,20 @@ class Client:
         return BrokerConnection(self.backend, logical_url, address, connect_timeout=self.connect_timeout,
                                 keep_alive_seconds=self.keep_alive,
                                 proxy_to_broker_url=logical_url if through_proxy else None,
-                                ssl_context=self._ssl_context, authentication=self._authentication)
+                                ssl_context=self._ssl_context, authentication=self._authentication,
+                                on_unknown_send_error=self._unknown_send_error)
+
+    def _unknown_send_error(self, event: Any) -> None:
+        """A SEND_ERROR for a producer its connection no longer has: when a topic is
+        terminated under sends in flight, the broker closes the producer, then fails
+        those sends with TopicTerminated (and re-creating the producer then fails with
+        ServiceUnitNotReady until the send timeout). That error is final for the topic,
+        whichever life of the producer it reaches; other late errors are dropped."""
+        if event.error.result is not Result.TopicTerminated:
+            return
+        for target in self._supervisor.targets():
+            if isinstance(target, PartitionProducer) and target.producer_id == event.producer_id:
+                target.terminated(event.error)
 
     def connection_for(self, topic: str) -> BrokerConnection:
         """The connection to the broker that serves topic (a lookup, then the shared connection)."""

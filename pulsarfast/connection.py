@@ -6,10 +6,13 @@ driver's reader task feeds the protocol object and this class acts on its
 events: answers wake their requests, receipts and messages go to the
 producer or consumer session registered under their id, PING is answered
 with PONG, and CLOSE_PRODUCER / CLOSE_CONSUMER close that session (its owner
-then looks the topic up again). The connection also sends a PING every
-``keep_alive_seconds`` and closes itself when nothing at all came from the
-broker for twice that long (the driver's watchdog). Every producer and
-consumer on one broker shares one connection (``pulsarfast.pool``).
+then looks the topic up again). A SEND_ERROR for a producer id with no
+session here (the broker sends those after closing the producer of a topic
+terminated under its sends) goes to ``on_unknown_send_error``, if given.
+The connection also sends a PING every ``keep_alive_seconds`` and closes
+itself when nothing at all came from the broker for twice that long (the
+driver's watchdog). Every producer and consumer on one broker shares one
+connection (``pulsarfast.pool``).
 
 With an ``ssl_context`` the socket runs TLS (``msgengine.transport.TLSStream``,
 handshake before CONNECT; a failed one is a ConnectError). With an
@@ -96,6 +99,7 @@ class BrokerConnection(Driver):
         auth_data: bytes | None = None,
         ssl_context: ssl.SSLContext | None = None,
         authentication: Any = None,
+        on_unknown_send_error: Callable[[SendError], None] | None = None,
     ) -> None:
         Driver.__init__(self, backend, "broker %s (%s:%d)" % (logical_url, address[0], address[1]))
         self.logical_url = logical_url
@@ -104,6 +108,7 @@ class BrokerConnection(Driver):
         self.keep_alive_seconds = keep_alive_seconds
         self.ssl_context = ssl_context
         self.authentication = authentication
+        self.on_unknown_send_error = on_unknown_send_error
         if authentication is not None:
             auth_method_name, auth_data = authentication.method_name, authentication.auth_data()
         self.protocol = PulsarProtocol(
@@ -253,6 +258,8 @@ class BrokerConnection(Driver):
                 producer = self._producers.get(event.producer_id)
                 if producer is not None:
                     producer.on_send_error(event)
+                elif self.on_unknown_send_error is not None:
+                    self.on_unknown_send_error(event)
             elif kind is ProducerClosed:
                 producer = self._producers.pop(event.producer_id, None)
                 if producer is not None:

@@ -11,7 +11,10 @@ in order); a send that waits longer than ``send_timeout_millis`` fails with
 client's supervisor looks the topic up again and re-creates it; the sends
 still waiting are then written again, in order, with their sequence ids, so
 nothing acknowledged to a caller is lost and nothing unacknowledged is
-dropped silently.
+dropped silently. A terminated topic is the exception: once the broker says
+so (a SEND_ERROR, or its answer to PRODUCER when the producer is re-created),
+every send waiting fails with ``TopicTerminated``, later sends fail at once,
+and the producer is not re-created (``PartitionProducer.terminated``).
 
 With batching on, messages join an open batch that becomes one SEND frame
 (``num_messages``, the first message's sequence id, one
@@ -58,6 +61,7 @@ from .errors import (
     PulsarException,
     Result,
     Timeout,
+    TopicTerminated,
     result_of,
 )
 from .hashing import partition_for_key
@@ -74,8 +78,8 @@ logger = logging.getLogger(__name__)
 
 SendCallback = Callable[[Result, "MessageId | None"], None]
 
-#: errors after which re-sending cannot help: the send fails
-_FINAL_SEND_ERRORS = (Result.TopicTerminated, Result.NotAllowedError, Result.ProducerBlockedQuotaExceededError,
+#: errors after which re-sending cannot help: the send fails (TopicTerminated fails them all: terminated())
+_FINAL_SEND_ERRORS = (Result.NotAllowedError, Result.ProducerBlockedQuotaExceededError,
                       Result.ProducerBlockedQuotaExceededException, Result.MessageTooBig, Result.ProducerFenced)
 
 
@@ -197,6 +201,11 @@ class PartitionProducer:
         self._epoch = 0
         self._room_waiters: list[Any] = []
         self._drain_waiters: list[Any] = []
+        #: groups of sends taken out of the queue whose callbacks have not all run yet (flush waits
+        #: for them too), and the tasks running such callbacks now (a flush from one of those
+        #: callbacks does not wait for itself)
+        self._finishing = 0
+        self._finishing_in: dict[int, int] = {}
         self._timer: Any = None
         self._waiting_messages = 0  # messages sent and not answered yet, the open batch's included
         self._sent = 0  # messages acknowledged by the broker (under the lock)
@@ -211,6 +220,8 @@ class PartitionProducer:
         #: compresses each frame's payload (a message's, or a whole batch's); None: not compressed
         self.compression = compression
         self.closed = False
+        #: the broker's word that the topic is terminated (None: it is not): sends fail at once
+        self._terminated: str | None = None
 
     def __repr__(self) -> str:
         return "<PartitionProducer %s id=%d>" % (self.topic, self.producer_id)
@@ -233,13 +244,15 @@ class PartitionProducer:
                                            self.initial_subscription_name),
                 timeout,
             )
-        except BaseException:
+        except BaseException as exc:
             conn.unregister_producer(self.producer_id, link)
+            if isinstance(exc, TopicTerminated):
+                self.terminated(exc)  # (re-created after the broker closed it: nothing left to re-create)
             raise
         self._epoch += 1
-        if self.closed:  # (closed while it was being created: the broker's producer goes too)
+        if self.closed or self._terminated is not None:  # (closed meanwhile: the broker's producer goes too)
             link.close()
-            raise AlreadyClosed("producer closed")
+            raise AlreadyClosed("producer closed") if self.closed else TopicTerminated(self._terminated)
         with self._lock:
             if answer.producer_name != self.name:
                 self.name = answer.producer_name
@@ -293,6 +306,9 @@ class PartitionProducer:
             with self._lock:
                 if self.closed:
                     raise AlreadyClosed("producer closed")
+                if self._terminated is not None:
+                    self._failed += 1
+                    raise TopicTerminated(self._terminated)
                 if self._waiting_messages < self.max_pending:
                     if sequence_id is None:
                         sequence_id = self._next_sequence_id
@@ -392,7 +408,35 @@ class PartitionProducer:
         for waiter in waiters:
             waiter.set()
 
+    def _finishing_locked(self) -> list[Any]:
+        """Sends are taken out of the queue to be finished (under the lock): the senders waiting
+        for room, to wake now; flush() waits until ``_finish()`` has run their callbacks."""
+        self._finishing += 1
+        waiters, self._room_waiters = self._room_waiters, []
+        return waiters
+
+    def _finish(self, sends: list[_Send], message_id: MessageId | None, error: BaseException | None) -> None:
+        """Finish sends taken out by ``_finishing_locked`` (their callbacks run here), then wake flush()."""
+        task = self.backend.current_task_id()
+        with self._lock:
+            self._finishing_in[task] = self._finishing_in.get(task, 0) + 1
+        try:
+            for send in sends:
+                send.finish(message_id, error)
+        finally:
+            with self._lock:
+                self._finishing -= 1
+                left = self._finishing_in.pop(task) - 1
+                if left:
+                    self._finishing_in[task] = left
+                waiters, self._drain_waiters = self._drain_waiters, []
+            self._wake(waiters)
+
+    def _fail(self, sends: list[_Send], error: BaseException) -> None:
+        self._finish(sends, None, error)
+
     def receipt(self, link: _ProducerLink, sequence_id: int, message_id: Any) -> None:
+        mid = MessageId.from_proto(message_id, partition=self.partition, topic=self.topic) if message_id else None
         with self._lock:
             pending = self._pending
             if not pending or sequence_id < pending[0].sequence_id:
@@ -407,19 +451,19 @@ class PartitionProducer:
                 self._waiting_messages -= count
                 self._sent += count
                 self.last_sequence_id = send.members[-1].sequence_id if send.members else sequence_id
-                waiters = self._room_waiters + self._drain_waiters
-                self._room_waiters = []
-                self._drain_waiters = []
+                waiters = self._finishing_locked()
         if out_of_order:
             logger.error("[%s] receipt for sequence id %d while %d is the oldest waiting: reconnecting",
                          self.topic, sequence_id, head)
             link.conn.close(NotConnected("receipts out of order"))
             return
-        mid = MessageId.from_proto(message_id, partition=self.partition, topic=self.topic) if message_id else None
         self._wake(waiters)
-        send.finish(mid, None)
+        self._finish([send], mid, None)
 
     def send_error(self, link: _ProducerLink, sequence_id: int, error: PulsarException) -> None:
+        if error.result is Result.TopicTerminated:
+            self.terminated(error)
+            return
         if error.result not in _FINAL_SEND_ERRORS:
             logger.warning("[%s] the broker refused sequence id %d (%s): reconnecting", self.topic, sequence_id, error)
             link.conn.close(error)
@@ -430,12 +474,31 @@ class PartitionProducer:
                 self._pending.remove(send)
                 self._waiting_messages -= send.count()
                 self._failed += send.count()
-            waiters = self._room_waiters + self._drain_waiters
-            self._room_waiters = []
-            self._drain_waiters = []
+            waiters = self._finishing_locked()
         self._wake(waiters)
-        for send in failed:
-            send.finish(None, error)
+        self._fail(failed, error)
+
+    def terminated(self, error: PulsarException) -> None:
+        """The broker says the topic is terminated: no send can succeed again.
+        Every send waiting (the open batch's too) fails with TopicTerminated,
+        later ones fail at once, and the client stops re-creating the producer,
+        as the official client does; the producer stays open until closed."""
+        with self._lock:
+            if self.closed or self._terminated is not None:
+                return
+            self._terminated = str(error)
+            failed = self._take_all_locked()
+            waiters = self._finishing_locked()
+        logger.info("[%s] the topic is terminated (%s): %d sends failed, the producer is not re-created",
+                    self.topic, error, len(failed))
+        try:
+            self.client.forget_producer(self)
+            link = self._link
+            if link is not None and not link.closed:
+                link.close()
+        finally:
+            self._wake(waiters)
+            self._fail(failed, TopicTerminated(self._terminated))
 
     def _expire(self) -> None:
         """The send timeout's timer: fail the sends waiting longer than it."""
@@ -450,18 +513,11 @@ class PartitionProducer:
                 expired.append(send)
             if self._pending and self._pending[0].deadline and not self.closed:
                 self._timer = self.backend.call_later(max(0.001, self._pending[0].deadline - now), self._expire)
-            waiters = self._room_waiters + self._drain_waiters if expired else []
-            if expired:
-                self._room_waiters = []
-                self._drain_waiters = []
+            waiters = self._finishing_locked() if expired else []
         if expired:
             self.backend.spawn(self._fail, expired, Timeout("no receipt from the broker within %.1fs" % self.send_timeout))
             self._wake(waiters)
 
-    @staticmethod
-    def _fail(sends: list[_Send], error: BaseException) -> None:
-        for send in sends:
-            send.finish(None, error)
 
     def pending_count(self) -> int:
         """Messages sent and not answered yet (the open batch's included)."""
@@ -473,16 +529,18 @@ class PartitionProducer:
                 "connected": self.is_connected()}
 
     def flush(self, timeout: float | None) -> None:
-        """Wait until every send made before the call has its outcome (the open batch goes now)."""
+        """Wait until every send made before the call has its outcome and its callback has run (as
+        with the official client: a callback that counts outcomes has counted them all when flush
+        returns). The open batch goes now."""
         self.send_open_batch()
+        task = self.backend.current_task_id()
         with self._lock:
-            if not self._pending:
-                return
-            last = self._pending[-1].sequence_id
+            last = self._pending[-1].sequence_id if self._pending else -1
         deadline = monotonic() + timeout if timeout else None
         while True:
             with self._lock:
-                if not self._pending or self._pending[0].sequence_id > last:
+                if ((not self._pending or self._pending[0].sequence_id > last)
+                        and self._finishing == self._finishing_in.get(task, 0)):
                     return
                 event = self.backend.event()
                 self._drain_waiters.append(event)
@@ -503,7 +561,7 @@ class PartitionProducer:
             self.closed = True
             link, self._link = self._link, None
             failed = self._take_all_locked()
-            waiters = self._room_waiters + self._drain_waiters
+            waiters = self._finishing_locked()
         self._wake(waiters)
         self._fail(failed, AlreadyClosed("producer closed before the broker's receipt"))
         if link is not None and not link.closed:
@@ -535,9 +593,7 @@ class PartitionProducer:
         with self._lock:
             self.closed = True
             failed = self._take_all_locked()
-            waiters = self._room_waiters + self._drain_waiters
-            self._room_waiters = []
-            self._drain_waiters = []
+            waiters = self._finishing_locked()
         self._wake(waiters)
         self._fail(failed, error)
 
