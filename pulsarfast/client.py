@@ -54,6 +54,9 @@ from .topics import full_topic_name, parse_service_url, partition_name
 logger = logging.getLogger(__name__)
 
 #: a live broker's "not now" when a producer or consumer is created: tried again within the operation timeout
+#: the longest wait between two attempts to re-create a producer or consumer whose broker is gone
+MAX_RECONNECT_SECONDS = 30.0
+
 _NOT_READY_YET = (BrokerPersistenceError, BrokerMetadataError, ServiceUnitNotReady, TooManyLookupRequestException)
 
 
@@ -121,7 +124,8 @@ class Client:
         self.max_message_size = 5 * 1024 * 1024
         self._pool = ConnectionPool(self.backend, self._make_connection)
         self._lookup = Lookup(self._pool, service_url, hosts, self.operation_timeout, use_tls=self.use_tls)
-        self._supervisor = Supervisor(self.backend, "pulsar client", self._establish, max_reconnect_delay=30.0,
+        self._supervisor = Supervisor(self.backend, "pulsar client", self._establish,
+                                      max_reconnect_delay=MAX_RECONNECT_SECONDS,
                                       reconnect_after_close=0.2)
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
