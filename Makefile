@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq pulsar wheel test demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar wheel test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ pulsar: $(PULSAR_STAMP)
 
 # A manylinux wheel (both compiled codecs inside, repaired by auditwheel) and an sdist
 # in dist/. The wheel is built from the sdist, which shows the sdist is complete;
-# tests/test_packaging.py installs the wheel into a fresh venv without a compiler.
+# tests/packaging/test_packaging.py installs the wheel into a fresh venv without a compiler.
 wheel: install
 	rm -rf dist build/wheel
 	$(PY) -m build --outdir build/wheel .
@@ -43,9 +43,20 @@ wheel: install
 	cp build/wheel/*.tar.gz dist/
 	@echo "built:"; ls -1 dist
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (most tests wait on a server, so more workers
+# than cores overlap well: see the README), each with its own nsqd/nsqlookupd; the run shares one
+# Pulsar broker (tests/support/shared_broker.py), and the tests pinned to one worker (the Spark
+# session, the modules with brokers of their own) carry an xdist_group mark (--dist loadgroup).
+TEST_WORKERS ?= 6
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 test: install nsq pulsar wheel
-	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 NSQ_REQUIRE_WHEEL=1 $(PY) -m pytest -q
-	NSQ_PURE_PYTHON=1 $(PY) -m pytest -q -m pure
+	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 NSQ_REQUIRE_WHEEL=1 $(PY) -m pytest -q $(PYTEST_PARALLEL)
+	NSQ_PURE_PYTHON=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pure
+
+# The server-less tests alone (no nsqd, broker or Spark: a test that starts one fails, telling to
+# mark it `integration`), in well under a minute.
+test-unit: install
+	NSQFAST_TESTS_UNIT_ONLY=1 NSQ_REQUIRE_COMPILED=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not integration"
 
 demo: install nsq
 	$(PY) examples/demo.py
@@ -77,11 +88,11 @@ bench-pulsar: install pulsar
 	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
 	$(PY) benchmarks/pulsar_dispatch.py --json benchmarks/results/pulsar_dispatch.json
 
-# The pynsq program corpus (tests/pynsq_programs/) on pynsq 0.9.1 + tornado, to
+# The pynsq program corpus (tests/nsq/pynsq_programs/) on pynsq 0.9.1 + tornado, to
 # show each program is a correct pynsq program; `make test` runs it on nsqfast.
 pynsq-corpus: install nsq
 	ONLY=pynsq PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
-	PYNSQ_CORPUS_PYTHON=$(CURDIR)/.bench-venvs/pynsq/bin/python $(PY) -m pytest -q -p no:cacheprovider tests/test_pynsq_corpus.py --timeout 120
+	PYNSQ_CORPUS_PYTHON=$(CURDIR)/.bench-venvs/pynsq/bin/python $(PY) -m pytest -q -p no:cacheprovider tests/nsq/test_pynsq_corpus.py --timeout 120
 
 FUZZ_RUNS ?= 10000000
 FUZZ_ATHERIS_RUNS ?= 2000000

@@ -1,5 +1,5 @@
 # nsq.spark on a local Spark (local[2] by default) and a real nsqd (from
-# .nsq-bin, started through tests/servers.py), with the source's options at
+# .nsq-bin, started through tests/support/servers.py), with the source's options at
 # their defaults. Prints one JSON object with:
 #
 #   sink     batch df.write.format("nsq"), rows/s
@@ -37,9 +37,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from spark_processes import jvm_pid, source_runner_pids  # noqa: E402
+from tests.support.spark_processes import jvm_pid, source_runner_pids  # noqa: E402
 
 READER_MAX_IN_FLIGHT = 2500
 
@@ -373,7 +372,7 @@ def main() -> None:
                         help="a source option (the figures are for the defaults)")
     args = parser.parse_args()
 
-    from servers import Nsqd
+    from tests.support.servers import Nsqd
 
     import pyspark
 

@@ -1,4 +1,4 @@
-"""Consume throughput per transport against a real nsqd (tests/servers.py).
+"""Consume throughput per transport against a real nsqd (tests/support/servers.py).
 
 100k messages of 100 bytes are preloaded with HTTP /mpub, then one Reader
 (gevent backend, max_in_flight=2500) consumes them. Prints msgs/s measured
@@ -16,10 +16,10 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("NSQFAST_ROOT", "/work/main")
-sys.path[:0] = [os.path.join(ROOT, "tests"), ROOT]
+sys.path[:0] = [ROOT]
 
-from certs import make_pki  # noqa: E402
-from servers import Nsqd, free_port  # noqa: E402
+from tests.support.certs import make_pki  # noqa: E402
+from tests.support.servers import Nsqd, free_port  # noqa: E402
 
 import nsq  # noqa: E402
 from msgengine.runtime import get_backend  # noqa: E402

@@ -15,7 +15,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+sys.path[:0] = [ROOT]
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
 
         monkey.patch_all()
     import nsq
-    from servers import Nsqd
+    from tests.support.servers import Nsqd
 
     clock = time.perf_counter
     marks: list[tuple] = []

@@ -40,10 +40,9 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, HERE)
 
-from pulsar_broker import PulsarBroker  # noqa: E402
+from tests.support.pulsar_broker import PulsarBroker  # noqa: E402
 from pulsar_quick import BROKER_JVM_ARGS, SUBSCRIPTION, fill_workload  # noqa: E402
 
 import pulsarfast  # noqa: E402

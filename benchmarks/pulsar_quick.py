@@ -1,6 +1,6 @@
 """Quick Pulsar client benchmark: pulsarfast (gevent, threads) against the official client.
 
-One real Pulsar 4.0.7 standalone broker (tests/pulsar_broker.py, normal JIT and G1, not the
+One real Pulsar 4.0.7 standalone broker (tests/support/pulsar_broker.py, normal JIT and G1, not the
 tests' C1-only settings), then for each client, in its own subprocess, on fresh topics:
 
   produce   N 100-byte messages with send_async() + flush()            (timed: first send .. flush returns)
@@ -80,7 +80,6 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-TESTS = os.path.join(REPO, "tests")
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_quick.json")
 
 CLIENTS = {
@@ -160,15 +159,15 @@ def system_busy_seconds() -> float:
 
 
 def tests_on_path() -> None:
-    """tests/ importable (the broker harness), once."""
-    if TESTS not in sys.path:
-        sys.path.insert(0, TESTS)
+    """tests.support importable (the broker harness), once."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
 
 
 def storage_entries_read(web_url: str) -> float:
     """The broker's count of entries read from storage for dispatch, from its /metrics/."""
     tests_on_path()
-    from pulsar_broker import STORAGE_ENTRIES_READ, metric_total
+    from tests.support.pulsar_broker import STORAGE_ENTRIES_READ, metric_total
     return metric_total(web_url, STORAGE_ENTRIES_READ)
 
 
@@ -541,7 +540,7 @@ def targets(rows: list) -> list:
 
 
 def markdown(rows: list, meta: dict) -> str:
-    config = ", ".join(f"{k}={v}" for k, v in meta["broker_config"].items()) or "tests/pulsar_broker.py defaults"
+    config = ", ".join(f"{k}={v}" for k, v in meta["broker_config"].items()) or "tests/support/pulsar_broker.py defaults"
     lines = [
         f"Pulsar {meta['pulsar_version']} standalone (JVM: {' '.join(meta['broker_jvm_args'])}), "
         f"{meta['messages']:,} × {PAYLOAD_SIZE} B messages (blocking send: {meta['send_messages']:,}), "
@@ -588,7 +587,7 @@ def markdown(rows: list, meta: dict) -> str:
              for row in [_row(rows, name, "consume")] if row is not None and row["storage_reads_per_entry"] is not None]
     if reads:
         tests_on_path()
-        from pulsar_broker import STORAGE_ENTRIES_READ
+        from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
         lines += ["", "Batched consume: entries the broker read from storage per entry of the backlog "
                   f"(its `{STORAGE_ENTRIES_READ}`; 1: each read once)", "",
                   "| client | entries read per entry sent |", "|---|---:|"]
@@ -653,7 +652,7 @@ def main() -> int:
 
     sys.dont_write_bytecode = True  # importing the test helpers must not write into tests/
     tests_on_path()
-    from pulsar_broker import PULSAR_VERSION, PulsarBroker
+    from tests.support.pulsar_broker import PULSAR_VERSION, PulsarBroker
 
     began = time.monotonic()
     meta = {

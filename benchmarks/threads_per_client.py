@@ -8,10 +8,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+sys.path[:0] = [ROOT]
 
 import nsq  # noqa: E402
-from servers import Nsqd  # noqa: E402
+from tests.support.servers import Nsqd  # noqa: E402
 
 def tasks():
     return len(os.listdir("/proc/self/task"))

@@ -6,7 +6,7 @@ the same partition as the official ``pulsar-client`` Python package (which
 routes inside its bundled C++ library).
 
 Facts this module reproduces (verified against pulsar-client 3.13.0 / C++
-library 4.2.0 on a real broker; see tests/data/pulsar_key_partitions.json):
+library 4.2.0 on a real broker; see tests/pulsar/data/pulsar_key_partitions.json):
 
 * The key is hashed as its UTF-8 bytes; the partition is
   ``hash(key) % partitions`` where ``hash`` is already non-negative (masked to

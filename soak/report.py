@@ -2,13 +2,13 @@
 """Collect the reliability figures and write docs/reliability.md.
 
   python soak/report.py faults [--messages N] [--json build/reliability/faults.json]
-      run the fault tests (tests/test_faults.py, test_network_faults.py,
+      run the fault tests (tests/nsq/test_faults.py, test_network_faults.py,
       test_bad_input.py) with pytest and keep what each test recorded
       (record_property: published, acknowledged, duplicates, lost, ...) as JSON.
       --messages runs the server-fault tests at that size (NSQ_FAULT_MESSAGES).
   python soak/report.py faults --pulsar [--json build/reliability/pulsar-faults.json]
       the same for pulsarfast's fault tests against a real Pulsar broker
-      (tests/test_pulsar_crash.py: the broker SIGKILLed and restarted on its data).
+      (tests/pulsar/test_crash.py: the broker SIGKILLed and restarted on its data).
   python soak/report.py write [--dir build/reliability] [--out docs/reliability.md]
       read every JSON in --dir (written by `faults`, fuzz/fuzz_decoder.py --json,
       fuzz/fuzz_pulsar.py --json and soak/soak.py --json) and write the page.
@@ -31,8 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_DIR = os.path.join(REPO, "build", "reliability")
 DEFAULT_OUT = os.path.join(REPO, "docs", "reliability.md")
-FAULT_TESTS = ["tests/test_faults.py", "tests/test_network_faults.py", "tests/test_bad_input.py"]
-PULSAR_FAULT_TESTS = ["tests/test_pulsar_crash.py"]
+FAULT_TESTS = ["tests/nsq/test_faults.py", "tests/nsq/test_network_faults.py", "tests/nsq/test_bad_input.py"]
+PULSAR_FAULT_TESTS = ["tests/pulsar/test_crash.py"]
 #: the "target" of fuzz/fuzz_pulsar.py's JSON (fuzz_decoder.py's has none: the NSQ decoder)
 PULSAR_FUZZ_TARGET = "pulsarfast wire decoders"
 
@@ -229,7 +229,7 @@ def write_page(args) -> int:
     server = [t for t in with_figures if "test_faults" in t["file"]]
     if server:
         lines += ["## Server faults", "", "Real nsqd stopped, killed and restarted on the same port and data",
-                  "directory while a Reader consumes or a Writer publishes (`tests/test_faults.py`).", ""]
+                  "directory while a Reader consumes or a Writer publishes (`tests/nsq/test_faults.py`).", ""]
         rows = []
         for t in server:
             f = t["figures"]
@@ -246,8 +246,8 @@ def write_page(args) -> int:
 
     network = [t for t in with_figures if "test_network_faults" in t["file"]]
     if network:
-        lines += ["## Network faults", "", "Through `tests/faultproxy.py` between the clients and nsqd, heartbeat",
-                  "interval 1 s (`tests/test_network_faults.py`).", ""]
+        lines += ["## Network faults", "", "Through `tests/support/faultproxy.py` between the clients and nsqd, heartbeat",
+                  "interval 1 s (`tests/nsq/test_network_faults.py`).", ""]
         rows = []
         for t in network:
             f = t["figures"]
@@ -313,7 +313,7 @@ def write_page(args) -> int:
         lines += ["## Pulsar broker crashes", "", "A real Pulsar standalone broker SIGKILLed while a pulsarfast producer",
                   "streams with send_async, then started again on the same data dir (bookie journal and",
                   "ledgers, RocksDB metadata store), ports and config; the client reconnects by itself",
-                  "(`tests/test_pulsar_crash.py`). Every send must get exactly one outcome, and every",
+                  "(`tests/pulsar/test_crash.py`). Every send must get exactly one outcome, and every",
                   "acknowledged one must be consumed from the durable subscription made before the stream.", ""]
         rows = []
         for t in pulsar_tests:
@@ -386,8 +386,8 @@ def sparkline(values: list[int], width: int = 48) -> str:
 
 def nsqd_version() -> str:
     try:
-        sys.path.insert(0, os.path.join(REPO, "tests"))
-        from servers import nsq_binary
+        sys.path.insert(0, REPO)
+        from tests.support.servers import nsq_binary
 
         out = subprocess.run([nsq_binary("nsqd"), "--version"], capture_output=True, text=True, timeout=10)
         return (out.stdout or out.stderr).split()[1].lstrip("v")

@@ -33,14 +33,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-for path in (REPO, os.path.join(REPO, "tests")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
 
 import nsq  # noqa: E402
 from nsq import codec  # noqa: E402
 from msgengine.runtime import get_backend  # noqa: E402
-from servers import Nsqd  # noqa: E402
+from tests.support.servers import Nsqd  # noqa: E402
 
 CHANNEL = "soak"
 DIGITS = 10  # message number at the start of each body

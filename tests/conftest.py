@@ -1,7 +1,8 @@
-# Shared pytest fixtures: real nsqd / nsqlookupd servers (tests/servers.py), fault proxies
-# (tests/faultproxy.py), a unique `topic` per test and the `backend` parametrization; one real
-# Apache Pulsar standalone broker per run (tests/pulsar_broker.py), started by the first test
-# that asks for `pulsar_broker` / `pulsar_service_url`.
+# Shared pytest fixtures: real nsqd / nsqlookupd servers (tests/support/servers.py), fault proxies
+# (tests/support/faultproxy.py), a unique `topic` per test and the `backend` parametrization; one
+# real Apache Pulsar standalone broker per run (tests/support/pulsar_broker.py), shared by every
+# pytest-xdist worker (tests/support/shared_broker.py) and started by the first test that asks for
+# `pulsar_broker` / `pulsar_service_url`; the `integration` and `slow` markers.
 #
 # gevent must NOT be monkey-patched globally: the client is used both on gevent and on plain
 # threads in the same test session, and the harness itself relies on real threads/sockets.
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import uuid
 
@@ -22,17 +25,17 @@ import pytest
 # (nsq/runtime.py): a path that lets another OS thread touch the hub fails at once.
 os.environ.setdefault("NSQ_CHECK_HUB_THREAD", "1")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from faultproxy import FaultProxy  # noqa: E402
-from pulsar_broker import (  # noqa: E402
+from tests.support.faultproxy import FaultProxy  # noqa: E402
+from tests.support.ports import RUN_DIR_ENV, run_dir  # noqa: E402
+from tests.support.pulsar_broker import (  # noqa: E402
     PULSAR_VERSION,
     PulsarBroker,
     PulsarNotInstalled,
     pulsar_lib_dir,
     require_pulsar_lib,
 )
-from servers import (  # noqa: E402
+from tests.support.shared_broker import BrokerService, SharedPulsarBroker, attach  # noqa: E402
+from tests.support.servers import (  # noqa: E402
     NsqBinaryNotFound,
     Nsqd,
     Nsqlookupd,
@@ -41,7 +44,7 @@ from servers import (  # noqa: E402
 )
 
 # Programs the tests run as subprocesses, not test modules.
-collect_ignore_glob = ["programs/*", "pynsq_programs/*"]
+collect_ignore_glob = ["support/programs/*", "nsq/pynsq_programs/*"]
 
 _BACKENDS = ("gevent", "threads")
 _SERVERS_KEY = pytest.StashKey[list]()
@@ -92,8 +95,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call"):
         servers = list(item.stash.get(_SERVERS_KEY, []))
-        if "pulsar_broker" in getattr(item, "fixturenames", ()):
-            servers += [b for b in _pulsar_brokers if b.running]  # the session's broker
+        if {"pulsar_broker", "private_pulsar_broker"} & set(getattr(item, "fixturenames", ())):
+            servers += [b for b in _pulsar_brokers if b.running]  # the session's brokers
         for server in servers:
             tail = server.log_tail(3000)
             if tail:
@@ -193,11 +196,13 @@ def fault_proxy_factory():
 
 # ----------------------------------------------------------------------------- pulsar broker
 
-_pulsar_brokers: list = []  # the session's broker: for failure reports and the SIGTERM handler
+_pulsar_brokers: list = []  # this process's brokers: for failure reports and the SIGTERM handler
 
 
 def _kill_pulsar_brokers() -> None:
     for broker in list(_pulsar_brokers):
+        if isinstance(broker, SharedPulsarBroker):
+            continue
         try:
             broker.kill()
         except Exception:
@@ -205,10 +210,11 @@ def _kill_pulsar_brokers() -> None:
 
 
 def _install_sigterm_cleanup():
-    """On SIGTERM: kill the broker JVM and remove its dirs, then let SIGTERM do what it did before.
+    """On SIGTERM: kill this process's broker JVMs and remove their dirs, then let SIGTERM do what it
+    did before.
 
-    (The JVM is also started with PR_SET_PDEATHSIG and the harness registers an atexit hook: no
-    java process outlives the test run even on SIGKILL; this handler also removes the temp dir.)
+    (The JVMs are also started with PR_SET_PDEATHSIG and the harness registers an atexit hook: no
+    java process outlives the test run even on SIGKILL; this handler also removes the temp dirs.)
     Returns a function restoring the previous handler, or None when none was installed.
     """
     if threading.current_thread() is not threading.main_thread():
@@ -234,10 +240,34 @@ def _install_sigterm_cleanup():
     return restore
 
 
-@pytest.fixture(scope="session")
-def pulsar_broker(request) -> PulsarBroker:
-    """One real Pulsar standalone broker for the whole run (started by the first test asking for
-    it, ready in about 4-6 s), stopped at the end of the session, also after Ctrl-C."""
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """In the run's controller: the run dir every process of the run shares (free ports, the
+    shared broker's addresses) and the thread that starts the shared broker on first use."""
+    if _is_worker(config) or run_dir() is not None:
+        return  # (a worker, or a pytest run inside a test run: the outer run serves)
+    directory = tempfile.mkdtemp(prefix="nsqfast-tests-")
+    os.environ[RUN_DIR_ENV] = directory  # inherited by the workers, started after this hook
+    service = BrokerService(directory).start()
+    restore_sigterm = _install_sigterm_cleanup()
+
+    def finish():
+        try:
+            service.close()
+        finally:
+            if restore_sigterm is not None:
+                restore_sigterm()
+            os.environ.pop(RUN_DIR_ENV, None)
+            shutil.rmtree(directory, ignore_errors=True)
+
+    config.add_cleanup(finish)
+
+
+def _require_pulsar() -> None:
     try:
         require_pulsar_lib()
         missing = None
@@ -245,17 +275,35 @@ def pulsar_broker(request) -> PulsarBroker:
         missing = str(exc)
     if missing:
         pytest.fail(missing, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker() -> PulsarBroker:
+    """The run's real Pulsar standalone broker, shared by every worker of the run (started by the
+    run's controller when the first test asks for it, ready in about 4-6 s; stopped at the end of
+    the run, also after Ctrl-C). Tests keep to topics and subscriptions of their own on it, and never
+    stop, kill or freeze it: that is what ``private_pulsar_broker`` is for."""
+    _require_pulsar()
+    directory = run_dir()
+    assert directory is not None, "no test run dir: tests/conftest.py's pytest_configure makes it"
+    broker = attach(directory)
+    _pulsar_brokers.append(broker)
+    return broker
+
+
+@pytest.fixture(scope="session")
+def private_pulsar_broker(request) -> PulsarBroker:
+    """A broker of this worker's own, for the tests that freeze it or read its broker-wide metrics:
+    they all run on one worker (xdist group ``pulsar_private``), so one more JVM for the run."""
+    _require_pulsar()
     broker = PulsarBroker()
     _pulsar_brokers.append(broker)
-    restore_sigterm = _install_sigterm_cleanup()
 
     def finish():
         try:
-            broker.stop()
+            broker.kill()  # (its data goes with it: no need for a graceful stop's 5 s)
         finally:
             _pulsar_brokers.remove(broker)
-            if restore_sigterm is not None:
-                restore_sigterm()
 
     request.addfinalizer(finish)
     broker.start()
@@ -269,16 +317,19 @@ def pulsar_service_url(pulsar_broker) -> str:
 
 
 @pytest.fixture
-def make_client(pulsar_broker, backend):
-    """``make_client(**kw) -> pulsar.Client`` on the session's broker and the test's backend; all closed at teardown."""
+def make_client(request, backend):
+    """``make_client(broker=None, **kw) -> pulsar.Client`` on the run's shared broker (or on
+    ``broker``) and the test's backend; all closed at teardown."""
     clients = []
 
-    def make(**kwargs):
+    def make(broker=None, **kwargs):
         kwargs.setdefault("operation_timeout_seconds", 15)
         kwargs.setdefault("backend", backend)
         import pulsarfast  # (here: a run of the NSQ tests alone never imports it)
 
-        client = pulsarfast.Client(pulsar_broker.service_url, **kwargs)
+        if broker is None:
+            broker = request.getfixturevalue("pulsar_broker")
+        client = pulsarfast.Client(broker.service_url, **kwargs)
         clients.append(client)
         return client
 
@@ -315,3 +366,36 @@ def topic(request):
 def backend(request):
     """The concurrency backend under test: "gevent" or "threads"."""
     return request.param
+
+
+# ----------------------------------------------------------------------------- markers
+
+# A test that asks for one of these (or for a fixture that does) needs a real server: `integration`.
+_SERVER_FIXTURES = frozenset({
+    "nsqd", "nsqd_factory", "nsqlookupd", "nsqlookupd_factory",
+    "pulsar_broker", "private_pulsar_broker", "pulsar_service_url", "make_client",
+})
+
+
+@pytest.hookimpl(wrapper=True)  # (around pytest-xdist's, which reads the xdist_group marks)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & _SERVER_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+        if "private_pulsar_broker" in names:
+            # one worker runs them all, on one more broker for the whole run (started in 5-10 s)
+            item.add_marker(pytest.mark.xdist_group("pulsar_private"))
+            item.add_marker(pytest.mark.slow)
+    result = yield
+    if getattr(config.option, "loadgroup", False):  # (set in workers by pytest-xdist for --dist loadgroup)
+        # pytest-xdist has given grouped tests their "@group" suffix, unless --dist loadgroup silently
+        # stopped grouping (as with pytest 9.2 and pytest-xdist 3.8): then every worker would start
+        # the group's Spark session or broker of its own
+        for item in items:
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
+                pytest.exit(
+                    "pytest-xdist's --dist loadgroup does not group %s: this pytest and pytest-xdist do not "
+                    "work together (requirements-dev.txt pins pytest below 9.2 for that)" % item.nodeid, returncode=4)
+    return result
+

@@ -11,8 +11,8 @@ import signal
 import pytest
 
 import nsq
-from cli_tools import assert_one_line_error, lines, popen, run
-from servers import free_port, wait_until
+from tests.support.cli_tools import assert_one_line_error, lines, popen, run
+from tests.support.servers import free_port, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

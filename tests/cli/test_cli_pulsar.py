@@ -11,8 +11,9 @@ import signal
 import pytest
 
 import pulsarfast
-from cli_tools import assert_one_line_error, lines, popen, run
-from servers import free_port, wait_until
+from tests.support.cli_tools import assert_one_line_error, lines, popen, run
+from tests.support.pulsar_helpers import full
+from tests.support.servers import free_port, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,7 +48,7 @@ def test_tail_json_has_id_timestamp_properties_key_and_the_body(pulsar_service_u
     for record in (first, second):
         assert set(record) == {"message_id", "topic", "publish_timestamp", "event_timestamp", "properties", "key",
                                "body", "body_encoding"}
-        assert record["topic"] == "persistent://public/default/" + pulsar_topic
+        assert record["topic"] == full(pulsar_topic)
         assert record["properties"] == {"source": "cli", "n": "1"}
         assert record["key"] == "user-1"
         assert isinstance(record["publish_timestamp"], int) and record["publish_timestamp"] > 0

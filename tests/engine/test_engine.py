@@ -17,7 +17,7 @@ import nsq
 from msgengine.runtime import get_backend
 from msgengine.supervisor import Supervisor
 
-from waiting import wait_for
+from tests.support.waiting import wait_for
 
 WAIT = 15.0
 

@@ -19,9 +19,9 @@ from msgengine.errors import EngineConfigError
 import nsq.runtime
 from nsq.runtime import get_backend
 
-import waiting
+from tests.support import waiting
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support.servers import REPO_ROOT
 WAIT = 5.0  # generous deadline for anything that should happen "soon"
 
 

@@ -23,9 +23,9 @@ from msgengine.errors import EngineConfigError
 from msgengine.runtime import Timer, get_backend, os_thread_ident
 from msgengine.scheduler import _COMPACT_AT, TimerHandle, thread_scheduler
 
-import waiting
+from tests.support import waiting
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support.servers import REPO_ROOT
 WAIT = 10.0  # how long anything that must happen "soon" may take before a test fails
 wait_for = functools.partial(waiting.wait_for, timeout=WAIT, interval=0.002)
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -21,10 +23,10 @@ import nsq
 from msgengine.errors import CallTimeoutError
 from nsq.errors import HubThreadError
 from nsq.runtime import get_backend, os_thread_ident
-from servers import REPO_ROOT
-from waiting import wait_for
+from tests.support.servers import PROGRAMS_DIR, REPO_ROOT
+from tests.support.waiting import wait_for
 
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+PROGRAMS = PROGRAMS_DIR
 WAIT = 10
 
 
@@ -216,7 +218,13 @@ def test_a_message_answered_from_an_os_thread_under_gevent(nsqd, topic):
         message.enable_async()
         got.append(message)
 
-    reader = nsq.Reader(topic, "ch", handler, nsqd_tcp_addresses=[nsqd.tcp_address], backend="gevent", max_in_flight=5)
+    # (the requeue backs off, as in pynsq, for max_backoff_duration x 2.8 % at the first failure:
+    # 3.6 s by default, here 1.4 ms; and nsqd flushes the three messages after 25 ms, its least,
+    # rather than pynsq's 250)
+    reader = nsq.Reader(
+        topic, "ch", handler, nsqd_tcp_addresses=[nsqd.tcp_address], backend="gevent", max_in_flight=5,
+        max_backoff_duration=0.05, output_buffer_timeout=25,
+    )
     reader.start()
     try:
         wait_for(lambda: len(got) == 3, "gevent", timeout=WAIT)
@@ -233,6 +241,75 @@ def test_a_message_answered_from_an_os_thread_under_gevent(nsqd, topic):
 # -- the stress program ---------------------------------------------------------------------
 
 
+class Program:
+    """A program run as a subprocess: its stdout lines come through a queue, its stderr is kept."""
+
+    def __init__(self, args):
+        self.proc = subprocess.Popen(
+            [sys.executable, *args], env=program_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: queue.Queue = queue.Queue()
+        self.out: list = []
+        self.err: list = []
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.out, self.lines), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, None), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream, kept, lines):
+        for line in stream:
+            kept.append(line)
+            if lines is not None:
+                lines.put(line)
+        if lines is not None:
+            lines.put(None)  # end of output
+
+    def stderr_tail(self):
+        return "".join(self.err)[-3000:]
+
+    def line(self, timeout):
+        """The next line it prints (None once it has ended)."""
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("the program printed nothing for %ss; stderr:\n%s" % (timeout, self.stderr_tail()))
+
+    def round_where(self, predicate, timeout):
+        """The first ``ROUND {...}`` line whose report satisfies predicate (the program must print
+        one within timeout seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.line(max(deadline - time.monotonic(), 0.01))
+            assert line is not None, "the program ended early; stderr:\n%s" % self.stderr_tail()
+            if line.startswith("ROUND "):
+                report = json.loads(line[len("ROUND "):])
+                if predicate(report):
+                    return report
+            assert time.monotonic() < deadline, "no round as awaited within %ss (last: %s)" % (timeout, line)
+
+    def say(self, text):
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout):
+        """Wait for it to end; returns (stdout, stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdin.close()
+            for pump in self._pumps:
+                pump.join(10)
+        return "".join(self.out), "".join(self.err)
+
+
+@pytest.mark.slow  # (a stress program, 4-7 s)
 def test_mixed_threads_and_greenlets_under_load_lose_nothing_and_keep_the_hub_intact(
     nsqd_factory, nsqlookupd, topic
 ):
@@ -241,31 +318,36 @@ def test_mixed_threads_and_greenlets_under_load_lose_nothing_and_keep_the_hub_in
         subprocess.Popen([sys.executable, "-c", "while True: pass"], stdout=subprocess.DEVNULL)
         for _ in range(2)
     ]
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(PROGRAMS, "mixed_threads_greenlets.py"), "--nsqd", nsqd.tcp_address,
-         "--lookupd", nsqlookupd.http_address, "--topic", topic, "--seconds", "8"],
-        env=program_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    kinds = ("g", "t", "cb")  # publishers: greenlets, OS threads, an OS thread with callbacks
+    program = Program([
+        os.path.join(PROGRAMS, "mixed_threads_greenlets.py"), "--nsqd", nsqd.tcp_address,
+        "--lookupd", nsqlookupd.http_address, "--topic", topic, "--churn-every", "0.5",
+    ])
     try:
-        assert proc.stdout.readline().strip() == "STARTED", proc.stderr.read()[-3000:]
-        threading.Event().wait(3.0)  # let it run, then take nsqd away under it
+        assert program.line(timeout=30) == "STARTED\n", program.stderr_tail()
+        # let it run: a reader closed on the hub and one from an OS thread, every kind of publisher
+        # acknowledged; then take nsqd away under it
+        program.round_where(lambda r: r["closes"] >= 2 and all(r["acked"][k] for k in kinds), timeout=60)
         nsqd.restart()
-        out, err = proc.communicate(timeout=100)
+        # it goes on for two more rounds and until every kind of publisher is acknowledged again
+        program.say("RESTARTED")
+        out, err = program.finish(timeout=100)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        if program.proc.poll() is None:
+            program.proc.kill()
+            program.finish(timeout=10)
     result = last_json_line(out + "\n" + err)
     print("stress result:", json.dumps(result))
-    assert proc.returncode == 0, err[-3000:]
+    assert program.proc.returncode == 0, err[-3000:]
     assert result["min_activecnt"] >= 0, result
     assert result["hub_problem"] is None, result
     assert result["hung"] == 0, result
     assert result["missing_count"] == 0, result
     assert set(result["acked_by"]) >= {"g0", "t0", "cb"}, result  # greenlets, OS threads and callbacks all published
+    assert all(result["acked_since_restarted"][k] for k in kinds), result  # ... and again after the restart
     assert "HubStateError" not in result["errors"] and "HubThreadError" not in result["errors"], result
     assert "LoopExit" not in err, err[-3000:]
 

@@ -1,5 +1,5 @@
-# Tests of the test harness itself: real nsqd/nsqlookupd lifecycle and stats (tests/servers.py)
-# and the fault-injecting relay (tests/faultproxy.py), all against real servers on loopback.
+# Tests of the test harness itself: real nsqd/nsqlookupd lifecycle and stats (tests/support/servers.py)
+# and the fault-injecting relay (tests/support/faultproxy.py), all against real servers on loopback.
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from servers import Nsqd, free_port, wait_until
+from tests.support.servers import Nsqd, free_port, wait_until
 
 FRAME_RESPONSE = 0
 
@@ -135,6 +135,7 @@ def test_extra_flags_are_passed(nsqd_factory):
     assert requests.get(n.http_url + "/config/max_msg_size", timeout=5).json() == 12345
 
 
+@pytest.mark.integration
 def test_start_failure_reports_log():
     with pytest.raises(RuntimeError, match="flag provided but not defined"):
         Nsqd("--no-such-flag")
@@ -275,7 +276,7 @@ def test_proxy_target_down_closes_client(fault_proxy_factory):
 
 
 def test_proxy_rejects_non_loopback():
-    from faultproxy import FaultProxy
+    from tests.support.faultproxy import FaultProxy
 
     with pytest.raises(ValueError):
         FaultProxy("192.0.2.1", 4150)
@@ -284,7 +285,7 @@ def test_proxy_rejects_non_loopback():
 def test_proxy_close_joins_threads(nsqd):
     import threading
 
-    from faultproxy import FaultProxy
+    from tests.support.faultproxy import FaultProxy
 
     before = threading.active_count()
     proxy = FaultProxy("127.0.0.1", nsqd.tcp_port)

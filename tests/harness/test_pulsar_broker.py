@@ -1,18 +1,18 @@
-# Tests of the Pulsar test harness itself (tests/pulsar_broker.py): the session's real standalone
+# Tests of the Pulsar test harness itself (tests/support/pulsar_broker.py): the session's real standalone
 # broker answers its admin API, the admin helpers do what they say, and the official client
 # (`pulsar-client`, requirements-dev.txt) round-trips messages through it.
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import time
 import urllib.request
 
 import pytest
 
-from pulsar_broker import PulsarAdminError, PulsarBroker, PulsarNotInstalled, require_pulsar_lib
-from servers import wait_until
+from tests.support.pulsar_broker import PulsarAdminError, PulsarBroker, PulsarNotInstalled, require_pulsar_lib
+from tests.support.pulsar_helpers import full, needs_official, official, official_client
+from tests.support.servers import wait_until
 
 # The first test asking for the broker pays for its start (about 4-6 s, up to 90 s allowed).
 pytestmark = pytest.mark.timeout(150)
@@ -24,19 +24,6 @@ def _get_json(url: str):
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200
         return json.loads(resp.read())
-
-
-def _official_client(service_url: str):
-    pulsar = pytest.importorskip(
-        "pulsar", reason="the official `pulsar-client` wheel is not installed (pip install -r requirements-dev.txt)"
-    )
-    client = pulsar.Client(
-        service_url,
-        operation_timeout_seconds=15,
-        connection_timeout_ms=10_000,
-        logger=logging.getLogger("pulsar-client"),
-    )
-    return pulsar, client
 
 
 def test_missing_jars_fail_with_the_install_command(tmp_path, monkeypatch):
@@ -79,16 +66,17 @@ def test_partitioned_topic_helpers(pulsar_broker, pulsar_topic):
         pulsar_broker.delete_topic(pulsar_topic)
 
 
-def test_official_client_round_trip(pulsar_broker, pulsar_service_url, pulsar_topic):
-    pulsar, client = _official_client(pulsar_service_url)
+@needs_official
+def test_official_client_round_trip(pulsar_broker, pulsar_topic):
+    client = official_client(pulsar_broker, connection_timeout_ms=10_000)
     try:
-        consumer = client.subscribe(pulsar_topic, "smoke", consumer_type=pulsar.ConsumerType.Shared)
+        consumer = client.subscribe(pulsar_topic, "smoke", consumer_type=official.ConsumerType.Shared)
         producer = client.create_producer(pulsar_topic, send_timeout_millis=CLIENT_TIMEOUT_MS)
         producer.send(b"hello pulsar", properties={"k": "v"})
         msg = consumer.receive(timeout_millis=CLIENT_TIMEOUT_MS)
         assert msg.data() == b"hello pulsar"
         assert msg.properties() == {"k": "v"}
-        assert msg.topic_name() == f"persistent://public/default/{pulsar_topic}"
+        assert msg.topic_name() == full(pulsar_topic)
         consumer.acknowledge(msg)
 
         stats = pulsar_broker.topic_stats(pulsar_topic)
@@ -98,14 +86,15 @@ def test_official_client_round_trip(pulsar_broker, pulsar_service_url, pulsar_to
         client.close()
 
 
-def test_official_client_survives_an_unload_of_a_partitioned_topic(pulsar_broker, pulsar_service_url, pulsar_topic):
+@needs_official
+def test_official_client_survives_an_unload_of_a_partitioned_topic(pulsar_broker, pulsar_topic):
     pulsar_broker.create_partitioned_topic(pulsar_topic, 2)
-    pulsar, client = _official_client(pulsar_service_url)
+    client = official_client(pulsar_broker, connection_timeout_ms=10_000)
     try:
-        consumer = client.subscribe(pulsar_topic, "smoke", consumer_type=pulsar.ConsumerType.Shared)
+        consumer = client.subscribe(pulsar_topic, "smoke", consumer_type=official.ConsumerType.Shared)
         producer = client.create_producer(
             pulsar_topic, send_timeout_millis=CLIENT_TIMEOUT_MS, batching_enabled=False,
-            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+            message_routing_mode=official.PartitionsRoutingMode.RoundRobinDistribution,
         )
         sent = [f"m{i}".encode() for i in range(10)]
         for body in sent[:5]:
@@ -127,7 +116,7 @@ def test_official_client_survives_an_unload_of_a_partitioned_topic(pulsar_broker
 
         stats = pulsar_broker.partitioned_stats(pulsar_topic)
         assert stats["metadata"]["partitions"] == 2
-        assert set(stats["partitions"]) == {f"persistent://public/default/{pulsar_topic}-partition-{i}" for i in range(2)}
+        assert set(stats["partitions"]) == {full(f"{pulsar_topic}-partition-{i}") for i in range(2)}
         # (the unload reset the counters: msgInCounter only counts what came after it)
         wait_until(
             lambda: pulsar_broker.partitioned_stats(pulsar_topic)["subscriptions"]["smoke"]["msgBacklog"] == 0,

@@ -1,4 +1,4 @@
-# AUTH against a real nsqd whose --auth-http-address points at tests/authserver.py
+# AUTH against a real nsqd whose --auth-http-address points at tests/support/authserver.py
 # (in-process, free loopback port): allowed, refused and partial grants, the
 # identity kept on the connection, distinct errors (AuthFailedError,
 # UnauthorizedError), a Reader that keeps retrying, a Writer whose publish
@@ -15,10 +15,10 @@ import nsq
 from nsq.conn import Connection
 from nsq.errors import AuthError, AuthFailedError, Error, UnauthorizedError
 
-from authserver import AuthServer, grant
-from certs import make_pki
-from servers import free_port
-import waiting
+from tests.support.authserver import AuthServer, grant
+from tests.support.certs import make_pki
+from tests.support.servers import free_port
+from tests.support import waiting
 
 pytestmark = pytest.mark.timeout(60)
 

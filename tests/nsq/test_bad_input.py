@@ -33,7 +33,7 @@ from nsq.errors import (
 )
 from nsq.runtime import get_backend
 
-import waiting
+from tests.support import waiting
 
 WAIT = 15.0
 CHANNEL = "ch"

@@ -14,8 +14,8 @@ from nsq import events
 from nsq.errors import ConnectionClosedError, SendError
 from nsq.runtime import get_backend
 
-import waiting
-from waiting import join_all, run_blocking, tasks_done
+from tests.support import waiting
+from tests.support.waiting import join_all, run_blocking, tasks_done
 
 WAIT = 10.0
 

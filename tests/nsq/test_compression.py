@@ -24,9 +24,9 @@ from nsq.conn import Connection
 from nsq.errors import ConfigError, FeatureNegotiationError
 from nsq.transport import DeflateStream, SnappyStream
 
-from certs import make_pki
-from servers import free_port
-import waiting
+from tests.support.certs import make_pki
+from tests.support.servers import free_port
+from tests.support import waiting
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,8 +21,8 @@ from nsq.errors import (
 )
 from nsq.runtime import get_backend
 
-import waiting
-from waiting import run_blocking
+from tests.support import waiting
+from tests.support.waiting import run_blocking
 
 WAIT = 10.0
 UNKNOWN_ID = b"0123456789abcdef"

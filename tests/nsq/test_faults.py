@@ -21,7 +21,7 @@ import nsq
 from nsq.errors import ConnectionClosedError
 from nsq.runtime import get_backend
 
-import waiting
+from tests.support import waiting
 
 #: Messages per test in `make test`; `make soak` runs these tests with more.
 N_MESSAGES = int(os.environ.get("NSQ_FAULT_MESSAGES", "50000"))
@@ -40,6 +40,10 @@ pytestmark = pytest.mark.timeout(int(60 + 4 * DEADLINE))
 # these values the read position is persisted only by the graceful restart the
 # test does before consuming, so everything read after it is delivered again.
 NO_READ_SYNC = ("--sync-every=1000000000", "--sync-timeout=1h")
+
+# nsqd holds a few messages up to this long (ms) before it flushes them: 25, its least,
+# rather than pynsq's 250, which the last messages of a stream would wait out.
+OUTPUT_BUFFER_TIMEOUT = 25
 
 
 wait_for = functools.partial(waiting.wait_for, timeout=DEADLINE)
@@ -80,6 +84,19 @@ def published_to_channel(nsqd, topic, n):
 # -- nsqd stopped or killed while a Reader consumes -----------------------------------
 
 
+class AttemptCountingReader(nsq.Reader):
+    """Counts the connection attempts that came to nothing (each goes through pynsq's
+    connect_to_nsqd hook; None: failed, or already connected)."""
+
+    fruitless_attempts = 0
+
+    def connect_to_nsqd(self, host, port):
+        conn = super().connect_to_nsqd(host, port)
+        if conn is None:
+            self.fruitless_attempts += 1
+        return conn
+
+
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_nsqd_restart_mid_consumption_loses_nothing(nsqd_factory, topic, backend, how, record_property):
     if how == "sigterm":
@@ -104,9 +121,9 @@ def test_nsqd_restart_mid_consumption_loses_nothing(nsqd_factory, topic, backend
             resume.wait(DEADLINE)
         return True
 
-    reader = nsq.Reader(
+    reader = AttemptCountingReader(
         topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=100,
-        max_reconnect_delay=0.5, heartbeat_interval=1, backend=backend,
+        max_reconnect_delay=0.5, heartbeat_interval=1, output_buffer_timeout=OUTPUT_BUFFER_TIMEOUT, backend=backend,
     )
     try:
         reader.start()
@@ -117,7 +134,9 @@ def test_nsqd_restart_mid_consumption_loses_nothing(nsqd_factory, topic, backend
         wait_for(first_conn.closed, backend, message="the client to see nsqd go away")
         assert isinstance(first_conn.close_error, (ConnectionClosedError, OSError)), repr(first_conn.close_error)
         resume.set()  # the held handler and the queued messages go on while nsqd is down
-        b.sleep(0.3)  # the Reader's reconnection attempts fail meanwhile
+        attempts = reader.fruitless_attempts  # (nothing is connected now: the next one fails)
+        wait_for(lambda: reader.fruitless_attempts > attempts, backend,
+                 message="a reconnection attempt of the Reader to fail while nsqd is down")
         nsqd.start()
         wait_for(
             lambda: any(c is not first_conn and c.is_connected() for c in list(reader.conns.values())),
@@ -215,7 +234,8 @@ def test_one_of_three_nsqd_killed_while_publishing(nsqd_factory, topic, backend,
                 return True
 
             reader = nsq.Reader(topic, CHANNEL, handler, nsqd_tcp_addresses=[server.tcp_address],
-                                max_in_flight=200, max_reconnect_delay=0.5, backend=backend)
+                                max_in_flight=200, max_reconnect_delay=0.5,
+                                output_buffer_timeout=OUTPUT_BUFFER_TIMEOUT, backend=backend)
             readers.append(reader)
             reader.start()
         for port, acked in ok.items():

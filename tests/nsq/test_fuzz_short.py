@@ -18,7 +18,9 @@ if codec.compiled_impl is None:
         pytest.fail(_reason, pytrace=False)
     pytest.skip(_reason, allow_module_level=True)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
+from tests.support.servers import REPO_ROOT  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "fuzz"))
 import fuzz_decoder  # noqa: E402
 
 #: Inputs per run of the short fuzz; the seed changes with NSQ_FUZZ_SEED.
@@ -33,6 +35,7 @@ def _setup():
     fuzz_decoder.setup()
 
 
+@pytest.mark.slow  # (a few seconds of fuzzing, 5-20 s on a loaded machine)
 def test_short_mutation_fuzz_finds_no_crash_and_no_disagreement(record_property):
     figures = fuzz_decoder.run_mutate(SHORT_RUNS, SEED, progress=0)
     assert figures["inputs"] == SHORT_RUNS

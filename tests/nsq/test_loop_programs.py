@@ -15,10 +15,10 @@ import pytest
 
 import nsq
 from nsq import client as nsq_client
-from servers import REPO_ROOT
-from waiting import wait_for
+from tests.support.servers import PROGRAMS_DIR, REPO_ROOT
+from tests.support.waiting import wait_for
 
-PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "loop_program.py")
+PROGRAM = os.path.join(PROGRAMS_DIR, "loop_program.py")
 
 
 @pytest.mark.parametrize("flavour", ["tornado", "asyncio"])

@@ -15,7 +15,8 @@ from nsq.errors import InvalidArgumentError
 from nsq.message import AlreadyRespondedError, Message
 from nsq.runtime import get_backend
 
-from waiting import wait_for
+from tests.support.scanned_channels import nsqd_with_channels
+from tests.support.waiting import wait_for
 
 MSG_ID = b"0123456789abcdef"
 
@@ -235,8 +236,12 @@ def test_real_requeue_with_delay_is_deferred_by_nsqd(nsqd, topic, backend, make_
     assert not reader.stats()["in_backoff"]  # backoff=False is neutral
 
 
-def test_real_touch_keeps_a_slow_message_alive(nsqd, topic, backend, make_reader):
+def test_real_touch_keeps_a_slow_message_alive(nsqd_factory, topic, backend, make_reader):
     """A handler that touches keeps its message past msg_timeout: nsqd records no timeout."""
+    # (an nsqd that times messages out on the channel at once: on one made after it started,
+    # nsqd would not time out an untouched message within these 2 s either,
+    # tests/support/scanned_channels.py)
+    nsqd = nsqd_with_channels(nsqd_factory, {topic: ["ch"]})
     nsqd.http_pub(topic, b"slow")
     sleep = get_backend(backend).sleep
     done = []

@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 import nsq  # noqa: E402
 import nsq.metrics  # noqa: E402
 from msgengine.metrics import Families, MetricSpec  # noqa: E402
-from scraping import http_scrape, names, scrape, value  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from tests.support.scraping import http_scrape, names, scrape, value  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 

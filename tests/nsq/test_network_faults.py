@@ -1,4 +1,4 @@
-# Network faults between the client and a real nsqd, through tests/faultproxy.py,
+# Network faults between the client and a real nsqd, through tests/support/faultproxy.py,
 # on both backends: a stalled link (hold), a cut link (FIN), a reset in the
 # middle of a frame (RST after n bytes, both directions) and a slow link
 # (delay). A Reader and a Writer each go through their own proxy while
@@ -16,7 +16,8 @@ import nsq
 from nsq.errors import ConnectionClosedError
 from nsq.runtime import get_backend
 
-import waiting
+from tests.support import waiting
+from tests.support.scanned_channels import nsqd_with_channels
 
 #: Messages published per test (half before the fault, half during and after it).
 N_MESSAGES = int(os.environ.get("NSQ_NET_FAULT_MESSAGES", "10000"))
@@ -27,8 +28,18 @@ DEADLINE = 30.0 + N_MESSAGES / 1000.0
 pytestmark = pytest.mark.timeout(int(60 + 3 * DEADLINE))
 
 # nsqd redelivers the messages in flight on a connection that went away only when
-# they time out; a short timeout keeps the tests short.
-NSQD_FLAGS = ("--msg-timeout=2s",)
+# they time out (after its --msg-timeout), and nsqd starts with the test's channel
+# so that it times them out from the start (tests/support/scanned_channels.py).
+# Where the link dies at once (cut, reset) they time out once: 1 s, the least a
+# client may ask nsqd for, is ample for a handler that only counts. Where it stalls,
+# nsqd keeps sending into the held link for the two heartbeats the client takes to
+# give up, and every timeout there is one more attempt: 2 s keeps those attempts
+# well under the Reader's max_tries.
+MSG_TIMEOUT = "2s"
+MSG_TIMEOUT_WHEN_THE_LINK_DIES = "1s"
+# nsqd holds the messages it has for the Reader up to this long (ms) before it flushes them
+# when no more come: 25, its least, rather than pynsq's 250, which every lull would wait out.
+OUTPUT_BUFFER_TIMEOUT = 25
 
 
 wait_for = functools.partial(waiting.wait_for, timeout=DEADLINE)
@@ -100,7 +111,8 @@ class Rig:
         nsqd.create_channel(topic, CHANNEL)
         self.reader = nsq.Reader(
             topic, CHANNEL, self._handle, nsqd_tcp_addresses=[self.reader_proxy.address],
-            max_in_flight=max_in_flight, max_reconnect_delay=0.5, heartbeat_interval=HEARTBEAT, backend=backend,
+            max_in_flight=max_in_flight, max_reconnect_delay=0.5, heartbeat_interval=HEARTBEAT,
+            output_buffer_timeout=OUTPUT_BUFFER_TIMEOUT, backend=backend,
         )
         self.writer = nsq.Writer([self.writer_proxy.address], reconnect_interval=0.5,
                                  heartbeat_interval=HEARTBEAT, backend=backend)
@@ -158,8 +170,9 @@ class Rig:
 def rig(nsqd_factory, topic, backend, fault_proxy_factory):
     made = []
 
-    def make(**kwargs):
-        r = Rig(nsqd_factory(*NSQD_FLAGS), topic, backend, fault_proxy_factory, **kwargs)
+    def make(msg_timeout=MSG_TIMEOUT, **kwargs):
+        nsqd = nsqd_with_channels(nsqd_factory, {topic: [CHANNEL]}, "--msg-timeout=%s" % msg_timeout)
+        r = Rig(nsqd, topic, backend, fault_proxy_factory, **kwargs)
         made.append(r)
         return r
 
@@ -215,7 +228,7 @@ def test_stalled_link_is_noticed_by_heartbeats_and_nothing_is_lost(rig, backend,
 
 
 def test_cut_link_reconnects_and_nothing_is_lost(rig, backend, record_property):
-    r = rig()
+    r = rig(msg_timeout=MSG_TIMEOUT_WHEN_THE_LINK_DIES)
     r.start()
     half = N_MESSAGES // 2
     r.publisher.publish(bodies(half, "a"))
@@ -239,7 +252,7 @@ BIG_FRAME = 4 + 4 + 26 + BIG  # size, frame type, message header, body
 
 
 def test_reset_in_the_middle_of_a_frame(rig, backend, record_property):
-    r = rig(max_in_flight=10)
+    r = rig(max_in_flight=10, msg_timeout=MSG_TIMEOUT_WHEN_THE_LINK_DIES)
     r.start()
     reader_conn, writer_conn = r.reader_conn(), r.writer_conn()
     n_big = max(40, N_MESSAGES // 100)

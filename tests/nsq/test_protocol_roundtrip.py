@@ -12,7 +12,7 @@ import pytest
 import nsq
 from nsq import codec
 
-from servers import wait_until
+from tests.support.servers import wait_until
 
 TIMEOUT = 5.0
 

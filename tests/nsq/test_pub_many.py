@@ -11,8 +11,8 @@ import pytest
 import nsq
 from nsq.errors import InvalidArgumentError, InvalidBodyError, PartialPublishError, ServerError
 
-import waiting
-from waiting import run_blocking
+from tests.support import waiting
+from tests.support.waiting import run_blocking
 
 WAIT = 10.0
 

@@ -1,4 +1,4 @@
-"""The pynsq program corpus (tests/pynsq_programs/), each program run as a
+"""The pynsq program corpus (tests/nsq/pynsq_programs/), each program run as a
 subprocess against real nsqd/nsqlookupd: every message arrives and is
 acknowledged, as the program's own report and nsqd's counters say.
 
@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from servers import REPO_ROOT
+from tests.support.scanned_channels import nsqd_with_channels
+from tests.support.servers import REPO_ROOT
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pynsq_programs")
 ON_PYNSQ = bool(os.environ.get("PYNSQ_CORPUS_PYTHON"))
@@ -79,7 +80,10 @@ class Program:
 
 @pytest.fixture
 def corpus(request, nsqd_factory, nsqlookupd, topic):
-    nsqd = nsqd_factory(lookupd=nsqlookupd)
+    # (the programs read channel "c": nsqd starts with it, so that a message requeued with a delay
+    # comes back after that delay, not at nsqd's next 5-second refresh of the channels it scans,
+    # tests/support/scanned_channels.py)
+    nsqd = nsqd_with_channels(nsqd_factory, {topic: ["c"]}, lookupd=nsqlookupd)
     started = []
 
     def run(name, bodies=None):

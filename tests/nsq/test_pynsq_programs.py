@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from servers import REPO_ROOT, wait_until
+from tests.support.servers import REPO_ROOT, wait_until
 
 EXIT_TIMEOUT = 15
 PROGRESS_TIMEOUT = 10

@@ -20,8 +20,8 @@ from nsq import client as nsq_client
 from nsq.conn import Connection
 from nsq.runtime import get_backend
 
-import waiting
-from waiting import stays
+from tests.support import waiting
+from tests.support.scanned_channels import nsqd_with_channels
 
 CHANNEL = "ch"
 
@@ -31,6 +31,9 @@ FAST = dict(
     max_backoff_duration=1,
     max_reconnect_delay=0.5,
     lookupd_poll_interval=0.5,
+    # nsqd holds a few messages up to this long (ms) before it flushes them: 25, its least,
+    # rather than pynsq's 250, which every small batch would wait out
+    output_buffer_timeout=25,
 )
 
 
@@ -52,6 +55,14 @@ def drained(nsqd, topic, name=CHANNEL):
 
 def bodies(n, prefix="m"):
     return [("%s%05d" % (prefix, i)).encode() for i in range(n)]
+
+
+@pytest.fixture
+def timing_out_nsqd(nsqd_factory, topic):
+    """For the tests that wait for nsqd to time a message out: an nsqd that does it on
+    topic/CHANNEL at the message's timeout, not at its next 5-second refresh of the channels
+    it scans (tests/support/scanned_channels.py)."""
+    return nsqd_with_channels(nsqd_factory, {topic: [CHANNEL]})
 
 
 @pytest.fixture
@@ -201,9 +212,10 @@ def test_max_tries_gives_up_after_the_last_attempt(nsqd, topic, backend, make_re
         attempts[msg.body].append(msg.attempts)
         return False
 
+    # (each False backs off, as in pynsq: the least backoff keeps the 15 failures from adding up to seconds)
     reader = make_reader(
         topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], reader_class=GivingUpReader,
-        max_tries=3, max_in_flight=5, requeue_delay=0,
+        max_tries=3, max_in_flight=5, requeue_delay=0, max_backoff_duration=0.05,
     )
     reader.start()
     wait_for(lambda: len(reader.given_up) >= n, backend, message="giving_up for every message")
@@ -234,8 +246,10 @@ def test_handler_exception_requeues(nsqd, topic, backend, make_reader):
             raise RuntimeError("boom")
         return True
 
+    # (each exception backs off, as in pynsq: the least backoff keeps the 10 from adding up to a second)
     reader = make_reader(
-        topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=5, requeue_delay=0
+        topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=5, requeue_delay=0,
+        max_backoff_duration=0.05,
     )
     reader.start()
     wait_for(lambda: sum(len(a) for a in attempts.values()) >= 2 * n, backend)
@@ -282,9 +296,10 @@ def test_validate_message_false_finishes_without_processing(nsqd, topic, backend
     assert channel(nsqd, topic)["requeue_count"] == 0
 
 
-def test_finishing_a_timed_out_message_is_not_fatal(nsqd, topic, backend, make_reader, caplog):
+def test_finishing_a_timed_out_message_is_not_fatal(timing_out_nsqd, topic, backend, make_reader, caplog):
     """FIN after nsqd timed the message out gets E_FIN_FAILED: logged, the connection stays,
     and the redelivered message is handled again."""
+    nsqd = timing_out_nsqd
     caplog.set_level(logging.WARNING, logger="nsq")
     nsqd.http_pub(topic, b"late")
     sleep = get_backend(backend).sleep
@@ -528,9 +543,11 @@ def test_max_in_flight_1_finds_the_one_busy_nsqd_of_four(nsqd_factory, topic, ba
     busy = servers[2]
     busy.http_mpub(topic, bodies(n))
     seen = []
+    # (the one RDY moves on from an nsqd that sent nothing for low_rdy_idle_timeout, at the
+    # redistribution rounds, every half of it: it finds the busy one after a few of them)
     reader = make_reader(
         topic, CHANNEL, lambda m: seen.append(m.body) or True,
-        nsqd_tcp_addresses=[s.tcp_address for s in servers], max_in_flight=1, low_rdy_idle_timeout=0.5,
+        nsqd_tcp_addresses=[s.tcp_address for s in servers], max_in_flight=1, low_rdy_idle_timeout=0.1,
     )
     reader.start()
     wait_for(lambda: len(reader.conns) == 4, backend)
@@ -597,8 +614,9 @@ def test_heartbeat_hook_is_called(nsqd, topic, backend, make_reader):
 
 
 def test_close_with_messages_in_flight_loses_nothing_and_does_not_reconnect(
-    nsqd, topic, backend, make_reader
+    timing_out_nsqd, topic, backend, make_reader
 ):
+    nsqd = timing_out_nsqd
     n = 60
     nsqd.http_mpub(topic, bodies(n))
     sleep = get_backend(backend).sleep
@@ -612,9 +630,12 @@ def test_close_with_messages_in_flight_loses_nothing_and_does_not_reconnect(
         first["handled"].add(msg.body)
         return True
 
+    # (the messages it received but never handled come back to the second reader after
+    # msg_timeout: 1 s, the least nsqd takes, which still leaves the few it handles (each
+    # within 10 x 50 ms of its arrival) ample time to be finished before that)
     reader = make_reader(
         topic, CHANNEL, slow, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=10,
-        msg_timeout=2.0, user_agent="first-reader",
+        msg_timeout=1.0, user_agent="first-reader",
     )
     reader.start()
     wait_for(lambda: first["calls"] >= 3 and channel(nsqd, topic).get("in_flight_count", 0) >= 5, backend)
@@ -760,6 +781,16 @@ def test_stats_fields(nsqd, topic, backend, make_reader):
     assert channel(nsqd, topic)["deferred_count"] == 1  # requeued for 60 s
 
 
+class RoundCountingReader(nsq.Reader):
+    """Counts the RDY redistribution rounds: pynsq's disabled() hook is asked at each one."""
+
+    rounds = 0
+
+    def disabled(self):
+        self.rounds += 1
+        return False
+
+
 def test_set_max_in_flight_zero_pauses_and_n_resumes(nsqd, topic, backend, make_reader):
     n = 200
     nsqd.http_mpub(topic, bodies(n))
@@ -771,7 +802,11 @@ def test_set_max_in_flight_zero_pauses_and_n_resumes(nsqd, topic, backend, make_
         sleep(0.002)
         return True
 
-    reader = make_reader(topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=5)
+    # (rounds every 50 ms: low_rdy_idle_timeout / 2)
+    reader = make_reader(
+        topic, CHANNEL, handler, nsqd_tcp_addresses=[nsqd.tcp_address], max_in_flight=5,
+        reader_class=RoundCountingReader, low_rdy_idle_timeout=0.1,
+    )
     reader.start()
     wait_for(lambda: len(seen) >= 10, backend)
     reader.set_max_in_flight(0)
@@ -792,7 +827,14 @@ def test_set_max_in_flight_zero_pauses_and_n_resumes(nsqd, topic, backend, make_
     def still_paused():
         return len(seen) == count_when_paused and paused()
 
-    assert stays(still_paused, backend, duration=1.5), "condition stopped holding: still_paused"
+    last_round = reader.rounds + 6
+
+    def six_rounds_later():
+        assert still_paused(), "condition stopped holding: still_paused"
+        return reader.rounds >= last_round
+
+    wait_for(six_rounds_later, backend)
+    assert still_paused(), "condition stopped holding: still_paused"
 
     reader.set_max_in_flight(5)
     wait_for(lambda: len(seen) >= n, backend)

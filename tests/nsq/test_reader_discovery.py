@@ -14,11 +14,13 @@ import pytest
 
 import nsq
 from nsq import lookupd as nsq_lookupd
-from servers import free_port
-import waiting
+from tests.support.servers import free_port
+from tests.support import waiting
 
 CHANNEL = "ch"
-POLL = 0.5
+# Seconds between discovery rounds: the tests wait for rounds (an nsqd found by the next one,
+# none redialled through three), so they come often; a round is one HTTP request per lookupd.
+POLL = 0.1
 
 
 wait_for = functools.partial(waiting.wait_for, timeout=20.0)
@@ -65,6 +67,9 @@ def make_reader(backend):
         kwargs.setdefault("low_rdy_idle_timeout", 0.5)
         kwargs.setdefault("max_reconnect_delay", 0.5)
         kwargs.setdefault("max_in_flight", 10)
+        # nsqd holds a few messages up to this long (ms) before it flushes them: 25, its least,
+        # rather than pynsq's 250, which every small batch would wait out
+        kwargs.setdefault("output_buffer_timeout", 25)
         reader = PollRecordingReader(topic, CHANNEL, handler, **kwargs)
         made.append(reader)
         return reader

@@ -1,4 +1,4 @@
-# TLS against a real nsqd (--tls-cert/--tls-key from a test CA made by tests/certs.py):
+# TLS against a real nsqd (--tls-cert/--tls-key from a test CA made by tests/support/certs.py):
 # verification on by default (CA, host name, SNI), off only when asked, client
 # certificates (--tls-client-auth-policy=require-verify), a server without TLS,
 # tls_options handling; Writer -> nsqd -> Reader on both backends.
@@ -17,9 +17,9 @@ from msgengine.errors import EngineConfigError
 from nsq.errors import ConfigError, ConnectionClosedError, FeatureNegotiationError, InvalidError
 from nsq.transport import TLSStream, make_ssl_context
 
-from certs import make_pki
-from servers import free_port
-import waiting
+from tests.support.certs import make_pki
+from tests.support.servers import free_port
+from tests.support import waiting
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 DIST = REPO / "dist"
 
 
@@ -63,6 +63,7 @@ print("received", len(seen), sorted(seen) == sorted(bodies))
 """
 
 
+@pytest.mark.slow  # (a fresh venv, the wheel and its dependencies installed into it)
 @pytest.mark.timeout(600)
 def test_wheel_installs_without_compiler_and_runs_compiled(tmp_path, nsqd, topic):
     wheel = _built_wheel()

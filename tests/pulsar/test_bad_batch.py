@@ -18,7 +18,7 @@ import pytest
 
 import pulsarfast as pulsar
 from pulsarfast import proto, wire
-from waiting import run_blocking, wait_for
+from tests.support.waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,38 +7,13 @@ from __future__ import annotations
 import pytest
 
 import pulsarfast as pulsar
-from waiting import run_blocking
+from tests.support.pulsar_helpers import entry_of, needs_official, official_client, send_outcomes
+from tests.support.waiting import run_blocking
 
 pytestmark = pytest.mark.timeout(150)
 
 RECEIVE_MS = 10_000
 EMPTY_MS = 500
-
-
-@pytest.fixture
-def client(pulsar_broker, backend):
-    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
-    yield client
-    client.close()
-
-
-def send_all(producer, bodies, **kwargs):
-    """send_async every body, then flush(); returns [(result, message_id)] in order."""
-    outcomes: list = [None] * len(bodies)
-
-    def callback_for(index):
-        def callback(result, message_id):
-            outcomes[index] = (result, message_id)
-        return callback
-
-    for index, body in enumerate(bodies):
-        producer.send_async(body, callback_for(index), **kwargs)
-    producer.flush()
-    return outcomes
-
-
-def entry(message_id):
-    return (message_id.ledger_id(), message_id.entry_id())
 
 
 def test_batched_messages_get_their_own_ids_and_arrive_with_them(client, pulsar_topic):
@@ -50,12 +25,12 @@ def test_batched_messages_get_their_own_ids_and_arrive_with_them(client, pulsar_
     outcomes = []
     for start in range(0, count, 250):  # properties and keys per message, in batches
         chunk = bodies[start:start + 250]
-        outcomes += send_all(producer, chunk, properties={"p": "v"}, partition_key="k", event_timestamp=1234)
+        outcomes += send_outcomes(producer, chunk, properties={"p": "v"}, partition_key="k", event_timestamp=1234)
     assert all(o is not None and o[0] == pulsar.Result.Ok for o in outcomes)
     ids = [o[1] for o in outcomes]
     assert len(set(map(str, ids))) == count
     assert all(i.batch_index() >= 0 for i in ids)
-    assert len({entry(i) for i in ids}) <= count // 100 + 4  # (a flush may close a batch early)
+    assert len({entry_of(i) for i in ids}) <= count // 100 + 4  # (a flush may close a batch early)
 
     received = {}
     for _ in range(count):
@@ -73,11 +48,11 @@ def test_batched_messages_get_their_own_ids_and_arrive_with_them(client, pulsar_
 def test_a_batch_closes_at_its_message_limit(client, pulsar_topic):
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=10,
                                       batching_max_publish_delay_ms=60_000)
-    outcomes = send_all(producer, [b"%d" % i for i in range(25)])
+    outcomes = send_outcomes(producer, [b"%d" % i for i in range(25)])
     by_entry: dict = {}
     for result, message_id in outcomes:
         assert result == pulsar.Result.Ok
-        by_entry.setdefault(entry(message_id), []).append(message_id.batch_index())
+        by_entry.setdefault(entry_of(message_id), []).append(message_id.batch_index())
     assert sorted(len(v) for v in by_entry.values()) == [5, 10, 10]
     assert all(sorted(v) == list(range(len(v))) for v in by_entry.values())
 
@@ -85,20 +60,20 @@ def test_a_batch_closes_at_its_message_limit(client, pulsar_topic):
 def test_a_batch_closes_at_its_size_limit(client, pulsar_topic):
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=1000,
                                       batching_max_allowed_size_in_bytes=5000, batching_max_publish_delay_ms=60_000)
-    outcomes = send_all(producer, [b"x" * 1000 for _ in range(12)])
+    outcomes = send_outcomes(producer, [b"x" * 1000 for _ in range(12)])
     sizes: dict = {}
     for result, message_id in outcomes:
         assert result == pulsar.Result.Ok
-        sizes[entry(message_id)] = sizes.get(entry(message_id), 0) + 1
+        sizes[entry_of(message_id)] = sizes.get(entry_of(message_id), 0) + 1
     assert len(sizes) >= 3 and max(sizes.values()) <= 5
 
 
 def test_flush_sends_the_open_batch_at_once(client, pulsar_topic, backend):
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=1000,
                                       batching_max_publish_delay_ms=600_000)  # (only flush() can close it)
-    outcomes = send_all(producer, [b"a", b"b", b"c"])
+    outcomes = send_outcomes(producer, [b"a", b"b", b"c"])
     assert [o[0] for o in outcomes] == [pulsar.Result.Ok] * 3
-    assert len({entry(o[1]) for o in outcomes}) == 1
+    assert len({entry_of(o[1]) for o in outcomes}) == 1
 
 
 def test_the_batch_delay_sends_a_batch_without_flush(client, pulsar_topic, backend):
@@ -124,14 +99,14 @@ def test_messages_with_an_ordering_key_or_delivery_time_are_not_batched_and_orde
     assert got == [b"%d" % i for i in range(9)]  # (one producer, one partition: the broker keeps the order)
 
 
+@needs_official
 def test_the_official_client_reads_our_batches(client, pulsar_broker, pulsar_topic, backend):
-    official = pytest.importorskip("pulsar", reason="the official pulsar-client wheel is not installed")
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=50)
     # the official consumer subscribes first, so that it sees every message
-    off_client = run_blocking(backend, official.Client, pulsar_broker.service_url)
+    off_client = run_blocking(backend, official_client, pulsar_broker)
     try:
         off_consumer = run_blocking(backend, off_client.subscribe, pulsar_topic, "official-sub")
-        outcomes = send_all(producer, [b"ours-%d" % i for i in range(200)], properties={"from": "pulsarfast"})
+        outcomes = send_outcomes(producer, [b"ours-%d" % i for i in range(200)], properties={"from": "pulsarfast"})
         assert all(o[0] == pulsar.Result.Ok for o in outcomes)
 
         def read_all():

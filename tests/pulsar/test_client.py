@@ -1,16 +1,15 @@
-# pulsarfast against a real Pulsar 4.0.7 standalone broker (tests/pulsar_broker.py, one per run),
+# pulsarfast against a real Pulsar 4.0.7 standalone broker (tests/support/pulsar_broker.py, one per run),
 # on both backends: round trips, many messages over partitions with Shared consumers, key routing,
 # receive timeouts, one shared connection per broker, a full send queue, the errors the official
 # module raises, message listeners and partition lookups.
 #
 # Under the gevent backend the test's own greenlet runs on the hub: the tests wait through the
 # client's blocking calls (receive(timeout_millis=...), send, flush), the backend's events and
-# tests/waiting.py, never with time.sleep.
+# tests/support/waiting.py, never with time.sleep.
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
-import signal
 import threading
 import time
 
@@ -19,8 +18,9 @@ import pytest
 import pulsarfast as pulsar
 from pulsarfast.hashing import partition_for_key
 from msgengine.runtime import get_backend
-from pulsar_broker import PulsarAdminError
-from waiting import join_all, run_blocking, wait_for
+from tests.support.pulsar_broker import PulsarAdminError
+from tests.support.pulsar_helpers import assert_nothing_more, broker_frozen, entry_of, full, id_tuple, topic_stats
+from tests.support.waiting import join_all, run_blocking, stays, wait_for
 
 # The first test asking for the broker pays for its start (about 4-6 s).
 pytestmark = pytest.mark.timeout(150)
@@ -29,22 +29,8 @@ RECEIVE_MS = 10_000  # a message that was sent must arrive within this
 EMPTY_MS = 1_000  # how long "nothing more comes" is watched
 
 
-def full(name: str) -> str:
-    return "persistent://public/default/" + name
-
-
 def receive_all(consumer, count, timeout_ms=RECEIVE_MS):
     return [consumer.receive(timeout_millis=timeout_ms) for _ in range(count)]
-
-
-def assert_nothing_more(consumer, timeout_ms=EMPTY_MS):
-    with pytest.raises(pulsar.Timeout):
-        extra = consumer.receive(timeout_millis=timeout_ms)
-        pytest.fail("unexpected message %r: %r" % (extra, extra.data()))
-
-
-def id_tuple(message_id):
-    return (message_id.ledger_id(), message_id.entry_id(), message_id.partition(), message_id.batch_index())
 
 
 # ----------------------------------------------------------------------------- round trip
@@ -68,8 +54,7 @@ def test_round_trip_keeps_id_data_properties_key_and_timestamps(make_client, pul
 
     msg = consumer.receive(timeout_millis=RECEIVE_MS)
     got_id = msg.message_id()
-    assert (got_id.ledger_id(), got_id.entry_id(), got_id.partition()) == (
-        sent_id.ledger_id(), sent_id.entry_id(), sent_id.partition())
+    assert entry_of(got_id) == entry_of(sent_id)
     assert got_id == sent_id
     assert msg.data() == b"hello \x00\xff pulsar"
     assert msg.value() == b"hello \x00\xff pulsar"
@@ -264,9 +249,7 @@ def test_producers_and_consumer_on_different_topics_share_one_connection(make_cl
     assert len(new) == 1, new
 
     # and the broker sees every producer and the consumer on the same client address
-    s1 = run_blocking(backend, pulsar_broker.topic_stats, topics[0])
-    s2 = run_blocking(backend, pulsar_broker.topic_stats, topics[1])
-    s3 = run_blocking(backend, pulsar_broker.topic_stats, topics[2])
+    s1, s2, s3 = [topic_stats(pulsar_broker, backend, topic) for topic in topics]
     addresses = [s1["publishers"][0]["address"], s2["publishers"][0]["address"],
                  s3["subscriptions"]["sub"]["consumers"][0]["address"]]
     assert len(s1["publishers"]) == len(s2["publishers"]) == 1
@@ -278,41 +261,16 @@ def test_producers_and_consumer_on_different_topics_share_one_connection(make_cl
 # ----------------------------------------------------------------------------- full send queue
 
 
-def _threads_state(pid: int) -> set:
-    states = set()
-    for task in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, task)) as f:
-                states.add(f.read().rsplit(")", 1)[1].split()[0])
-        except OSError:
-            continue  # a thread that just ended
-    return states
-
-
-@contextlib.contextmanager
-def broker_frozen(broker, backend):
-    """The broker's JVM stopped (SIGSTOP) for the block: it answers nothing until SIGCONT at the end."""
-    pid = broker.pid
-    assert pid is not None and broker.running
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        # SIGSTOP takes effect on each thread asynchronously: wait until every one is stopped
-        wait_for(lambda: _threads_state(pid) <= {"T", "t"}, backend, timeout=10, interval=0.001,
-                 message="the broker's threads to stop")
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="watches the broker's threads through Linux /proc")
-def test_full_send_queue_fails_fast_with_producer_queue_is_full(make_client, pulsar_broker, pulsar_topic, backend):
+def test_full_send_queue_fails_fast_with_producer_queue_is_full(make_client, private_pulsar_broker, pulsar_topic,
+                                                                backend):
     # Deterministic without racing the broker: it is frozen (SIGSTOP) while the queue is full, so
     # the receipt of the first message cannot come before the other sends are tried.
-    client = make_client()
+    client = make_client(broker=private_pulsar_broker)
     consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(pulsar_topic, max_pending_messages=1, block_if_queue_full=False)
     results = []
-    with broker_frozen(pulsar_broker, backend):
+    with broker_frozen(private_pulsar_broker, backend):
         producer.send_async(b"first", lambda result, mid: results.append(("first", result, mid)))
         producer.send_async(b"second", lambda result, mid: results.append(("second", result, mid)))
         assert results == [("second", pulsar.Result.ProducerQueueIsFull, None)]
@@ -393,21 +351,27 @@ def test_operations_after_close_raise_already_closed(make_client, pulsar_topic):
         client.subscribe(pulsar_topic, "sub")
 
 
-def test_receive_blocked_when_the_consumer_closes_raises_already_closed(make_client, pulsar_topic, backend):
-    client = make_client()
-    consumer = client.subscribe(pulsar_topic, "sub")
+def _blocked_receive(backend, consumer, **receive_kwargs):
+    """A task of the backend that has started consumer.receive(**receive_kwargs): (task, [what it raised])."""
     outcome = []
     started = get_backend(backend).event()
 
     def receiver():
         started.set()
         try:
-            consumer.receive(timeout_millis=30_000)
-        except BaseException as exc:  # noqa: BLE001 - checked below
+            consumer.receive(**receive_kwargs)
+        except BaseException as exc:  # noqa: BLE001 - checked by the test
             outcome.append(exc)
 
     task = get_backend(backend).spawn(receiver)
     assert started.wait(10)
+    return task, outcome
+
+
+def test_receive_blocked_when_the_consumer_closes_raises_already_closed(make_client, pulsar_topic, backend):
+    client = make_client()
+    consumer = client.subscribe(pulsar_topic, "sub")
+    task, outcome = _blocked_receive(backend, consumer, timeout_millis=30_000)
     consumer.close()
     join_all(backend, [task], timeout=10)
     assert len(outcome) == 1 and isinstance(outcome[0], pulsar.AlreadyClosed), outcome
@@ -417,18 +381,7 @@ def test_shutdown_wakes_a_blocked_receive_and_fails_later_calls(make_client, pul
     client = make_client()
     consumer = client.subscribe(pulsar_topic, "sub")
     producer = client.create_producer(pulsar_topic)
-    outcome = []
-    started = get_backend(backend).event()
-
-    def receiver():
-        started.set()
-        try:
-            consumer.receive()  # no timeout: only the shutdown ends it
-        except BaseException as exc:  # noqa: BLE001 - checked below
-            outcome.append(exc)
-
-    task = get_backend(backend).spawn(receiver)
-    assert started.wait(10)
+    task, outcome = _blocked_receive(backend, consumer)  # no timeout: only the shutdown ends it
     client.shutdown()
     join_all(backend, [task], timeout=10)
     assert len(outcome) == 1 and isinstance(outcome[0], pulsar.AlreadyClosed), outcome
@@ -451,6 +404,75 @@ def test_second_exclusive_consumer_raises_consumer_busy(make_client, pulsar_topi
     # the first consumer keeps its subscription
     client.create_producer(pulsar_topic).send(b"still mine")
     assert first.receive(timeout_millis=RECEIVE_MS).data() == b"still mine"
+
+
+# ----------------------------------------------------------------------------- flush and callbacks
+
+
+def test_flush_returns_after_the_callbacks_of_the_sends_before_it(make_client, pulsar_topic, backend):
+    # As with the official client: when flush() returns, every send made before it has had its
+    # callback (a callback that takes its time is not overtaken by the flush).
+    client = make_client()
+    producer = client.create_producer(pulsar_topic)
+    sleep = get_backend(backend).sleep
+    outcomes = []
+
+    def slow_callback(result, message_id):
+        sleep(0.2)  # (the receipt is in; the flush must still wait for this callback)
+        outcomes.append(result)
+
+    for index in range(5):
+        producer.send_async(b"m%d" % index, slow_callback)
+    producer.flush()
+    assert outcomes == [pulsar.Result.Ok] * 5
+
+
+def test_flush_from_a_send_callback_does_not_wait_for_that_callback(make_client, pulsar_topic, backend):
+    client = make_client()
+    producer = client.create_producer(pulsar_topic, send_timeout_millis=5000)
+    done = get_backend(backend).event()
+    outcomes = []
+
+    def callback(result, message_id):
+        producer.flush()  # (nothing else is waiting: it returns at once, not at the send timeout)
+        outcomes.append(result)
+        done.set()
+
+    producer.send_async(b"x", callback)
+    assert done.wait(10)
+    assert outcomes == [pulsar.Result.Ok]
+
+
+# ----------------------------------------------------------------------------- terminated topic
+
+SAFETY_NET_MS = 5000  # a regression fails with Timeout after this, never waits out the default 30 s
+
+
+def test_a_terminated_topic_fails_its_sends_with_topic_terminated_and_the_producer_is_not_recreated(
+        make_client, pulsar_broker, pulsar_topic, backend, caplog):
+    # The broker closes the producer when the topic is terminated, and answers its re-creation with
+    # TopicTerminated: the waiting sends and every later one fail with it (as with the official
+    # client), before the send timeout, and the client does not try to re-create the producer again.
+    caplog.set_level(logging.WARNING, logger="msgengine.supervisor")
+    client = make_client()
+    producer = client.create_producer(pulsar_topic, send_timeout_millis=SAFETY_NET_MS)
+    producer.send(b"before")
+    run_blocking(backend, pulsar_broker.admin, "POST", pulsar_broker.topic_path(pulsar_topic) + "/terminate")
+    callbacks = []
+    producer.send_async(b"waiting", lambda result, message_id: callbacks.append((result, message_id)))
+    with pytest.raises(pulsar.TopicTerminated):
+        producer.send(b"after")
+    assert callbacks == [(pulsar.Result.TopicTerminated, None)]
+    with pytest.raises(pulsar.TopicTerminated):
+        producer.send(b"later")
+    assert not producer.is_connected()
+    assert producer.stats()["pending"] == 0
+
+    def attempts():
+        return [r.getMessage() for r in caplog.records if "cannot connect" in r.getMessage()]
+
+    assert stays(lambda: len(attempts()) <= 1, backend, 1.0), attempts()  # no re-creation loop
+    producer.close()
 
 
 # ----------------------------------------------------------------------------- message listener
@@ -576,13 +598,13 @@ def test_acknowledge_cumulative_acknowledges_every_earlier_message(make_client, 
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="watches the broker's threads through Linux /proc")
-def test_send_timeout_fails_the_sends_a_frozen_broker_does_not_answer(make_client, pulsar_broker, pulsar_topic,
+def test_send_timeout_fails_the_sends_a_frozen_broker_does_not_answer(make_client, private_pulsar_broker, pulsar_topic,
                                                                       backend):
-    client = make_client()
+    client = make_client(broker=private_pulsar_broker)
     consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(pulsar_topic, send_timeout_millis=300)
     results = []
-    with broker_frozen(pulsar_broker, backend):
+    with broker_frozen(private_pulsar_broker, backend):
         producer.send_async(b"a", lambda result, mid: results.append((result, mid)))
         with pytest.raises(pulsar.Timeout):
             producer.send(b"b")

@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import zlib
 
@@ -32,33 +31,25 @@ import pytest
 import pulsarfast as pulsar
 from pulsarfast import compression, proto
 from pulsarfast.wire import encode_send_frame
-from test_pulsar_regressions import needs_official, official
-from waiting import run_blocking, wait_for
+from tests.support.pulsar_helpers import (
+    entry_of, full, needs_official, official, official_client, produce, send_all, subscription_stats, topic_stats)
+from tests.support.waiting import run_blocking, wait_for
 
 # The first test asking for the broker pays for its start (about 4-6 s).
 pytestmark = pytest.mark.timeout(150)
 
 RECEIVE_MS = 10_000  # a message that is due must arrive within this
 EMPTY_MS = 1_000  # nothing more arrives within this (checked after everything expected arrived)
-OFFICIAL_LOGGER = logging.getLogger("pulsar-official-client")
 TYPES = [pulsar.CompressionType.LZ4, pulsar.CompressionType.ZLib, pulsar.CompressionType.ZSTD,
          pulsar.CompressionType.SNAPPY]
 TYPE_IDS = [t.name for t in TYPES]
 MIB = 1024 * 1024
 
 
-def full(name: str) -> str:
-    return "persistent://public/default/" + name
-
-
 def compressible(index: int, size: int = 4096) -> bytes:
     """size bytes that compress well, distinct per index."""
     head = b"message %06d|" % index
     return (head + b"the same words again and again, " * (size // 32 + 1))[:size]
-
-
-def topic_stats(broker, backend, topic):
-    return run_blocking(backend, broker.topic_stats, topic)
 
 
 # ----------------------------------------------------------------------------- the codecs alone
@@ -159,24 +150,6 @@ def test_import_is_cheap_and_a_missing_library_is_named_at_create_producer():
 # ----------------------------------------------------------------------------- through the broker
 
 
-def _send_all(producer, backend, items):
-    """send_async every (payload, kwargs), then flush: the ids in order (raises on a failed send)."""
-    results = {}
-
-    def callback_for(index):
-        def callback(result, message_id):
-            results[index] = (result, message_id)
-        return callback
-
-    for index, (payload, kwargs) in enumerate(items):
-        producer.send_async(payload, callback_for(index), **kwargs)
-    producer.flush()
-    wait_for(lambda: len(results) == len(items), backend, timeout=15, message="every send's callback")
-    failed = [(i, r) for i, (r, _) in sorted(results.items()) if r != pulsar.Result.Ok]
-    assert not failed, failed[:5]
-    return [results[i][1] for i in range(len(items))]
-
-
 def _items(prefix: str, count: int, with_ordering_key: bool = False):
     items = []
     for i in range(count):
@@ -187,6 +160,14 @@ def _items(prefix: str, count: int, with_ordering_key: bool = False):
         items.append((prefix.encode() + b"|" + compressible(i), kwargs))
     items.append((b"", {"properties": {"i": str(count), "set": prefix}}))  # an empty payload too
     return items
+
+
+def _send_plain_and_batched(client, topic, kind, plain_items, batch_items):
+    """plain_items unbatched, then batch_items in batches of 10, compressed with kind: their ids."""
+    plain = client.create_producer(topic, compression_type=kind)
+    batched = client.create_producer(topic, compression_type=kind, batching_enabled=True,
+                                     batching_max_messages=10, batching_max_publish_delay_ms=60_000)
+    return send_all(plain, plain_items), send_all(batched, batch_items)
 
 
 def _check_received(got, items, prefix):
@@ -207,16 +188,12 @@ def test_compressed_messages_round_trip_unbatched_and_batched(make_client, pulsa
                                                              kind):
     client = make_client()
     consumer = client.subscribe(pulsar_topic, "round-trip")
-    plain = client.create_producer(pulsar_topic, compression_type=kind)
-    batched = client.create_producer(pulsar_topic, compression_type=kind, batching_enabled=True,
-                                     batching_max_messages=10, batching_max_publish_delay_ms=60_000)
     plain_items = _items("plain", 20, with_ordering_key=True)
     batch_items = _items("batch", 30)
-    plain_ids = _send_all(plain, backend, plain_items)
-    batch_ids = _send_all(batched, backend, batch_items)
+    plain_ids, batch_ids = _send_plain_and_batched(client, pulsar_topic, kind, plain_items, batch_items)
     assert all(m.batch_index() == -1 for m in plain_ids)
     assert all(m.batch_index() >= 0 for m in batch_ids)
-    assert len({(m.ledger_id(), m.entry_id()) for m in batch_ids}) == 4  # 10 + 10 + 10 + the flushed one
+    assert len({entry_of(m) for m in batch_ids}) == 4  # 10 + 10 + 10 + the flushed one
 
     got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(len(plain_items) + len(batch_items))]
     with pytest.raises(pulsar.Timeout):
@@ -239,7 +216,7 @@ def test_compression_is_off_by_default_and_with_none(make_client, pulsar_broker,
     consumer = client.subscribe(pulsar_topic, "none")
     producer = client.create_producer(pulsar_topic, compression_type=pulsar.CompressionType.NONE)
     items = [(compressible(i), {}) for i in range(10)]
-    _send_all(producer, backend, items)
+    send_all(producer, items)
     assert [consumer.receive(timeout_millis=RECEIVE_MS).data() for _ in items] == [p for p, _ in items]
     bytes_in = topic_stats(pulsar_broker, backend, pulsar_topic)["bytesInCounter"]
     assert bytes_in >= sum(len(p) for p, _ in items)  # the payloads as they are
@@ -248,44 +225,25 @@ def test_compression_is_off_by_default_and_with_none(make_client, pulsar_broker,
 # ----------------------------------------------------------------------------- and the official client
 
 
-def _official_client(broker):
-    return official.Client(broker.service_url, operation_timeout_seconds=15, logger=OFFICIAL_LOGGER)
-
-
 def _official_type(kind):
     return getattr(official.CompressionType, kind.name)
 
 
 def _official_produce(broker, topic, kind, plain_items, batch_items):
     """The items sent by the official client with compression kind (plain ones unbatched, the others batched)."""
-    client = _official_client(broker)
+    client = official_client(broker)
     try:
         for items, batching in ((plain_items, False), (batch_items, True)):
-            producer = client.create_producer(topic, compression_type=_official_type(kind),
-                                              batching_enabled=batching, batching_max_messages=10,
-                                              batching_max_publish_delay_ms=60_000)
-            results = {}
-            lock = threading.Lock()
-
-            def callback_for(index, results=results, lock=lock):
-                def callback(result, message_id):  # on a thread of the C++ library
-                    with lock:
-                        results[index] = (result, message_id.batch_index())
-                return callback
-
-            for index, (payload, kwargs) in enumerate(items):
-                producer.send_async(payload, callback_for(index), **kwargs)
-            producer.flush()
-            producer.close()
-            assert len(results) == len(items) and all(r == official.Result.Ok for r, _ in results.values())
-            assert all((index >= 0) == batching for _, index in results.values()), results
+            ids = produce(client, topic, items, compression_type=_official_type(kind), batching_enabled=batching,
+                          batching_max_messages=10, batching_max_publish_delay_ms=60_000)
+            assert all((m.batch_index() >= 0) == batching for m in ids), [m.batch_index() for m in ids]
     finally:
         client.close()
 
 
 def _official_consume(broker, topic, count):
     """count messages read by the official client (acknowledged), then checks that nothing more comes."""
-    client = _official_client(broker)
+    client = official_client(broker)
     try:
         consumer = client.subscribe(topic, "official-sub", initial_position=official.InitialPosition.Earliest)
         got = []
@@ -310,11 +268,7 @@ def test_the_official_client_reads_what_we_compress(make_client, pulsar_broker, 
     plain_items = _items("plain", 20, with_ordering_key=True)
     batch_items = _items("batch", 30)
     client = make_client()
-    plain = client.create_producer(pulsar_topic, compression_type=kind)
-    batched = client.create_producer(pulsar_topic, compression_type=kind, batching_enabled=True,
-                                     batching_max_messages=10, batching_max_publish_delay_ms=60_000)
-    _send_all(plain, backend, plain_items)
-    _send_all(batched, backend, batch_items)
+    _send_plain_and_batched(client, pulsar_topic, kind, plain_items, batch_items)
     client.close()
     sent = sum(len(payload) for payload, _ in plain_items + batch_items)
     assert topic_stats(pulsar_broker, backend, pulsar_topic)["bytesInCounter"] < sent // 4  # (compressed)
@@ -404,10 +358,6 @@ class HandMadeProducer:
 GARBAGE = b"\xde\xad\xbe\xef this payload says it is compressed but it is not \x00\x01\x02" * 4
 
 
-def _subscription(broker, backend, topic, name):
-    return topic_stats(broker, backend, topic)["subscriptions"][name]
-
-
 def test_a_payload_that_does_not_decompress_is_refused_never_acknowledged_and_asked_again(
         make_client, pulsar_broker, pulsar_topic, backend, caplog):
     caplog.set_level(logging.ERROR, logger="pulsarfast.consumer")
@@ -448,7 +398,7 @@ def test_a_payload_that_does_not_decompress_is_refused_never_acknowledged_and_as
     consumer.close()  # (grouped acknowledgements go before the close)
 
     # never acknowledged: both corrupt entries stay in the subscription's backlog, the good one does not
-    backlog = _subscription(pulsar_broker, backend, pulsar_topic, "corrupt")["msgBacklog"]
+    backlog = subscription_stats(pulsar_broker, backend, pulsar_topic, "corrupt")["msgBacklog"]
     assert backlog == 2, backlog
 
 
@@ -466,7 +416,7 @@ def test_refused_compressed_batches_give_back_every_permit(make_client, pulsar_b
                        num_messages=10)
     hand_made.close()
     good = client.create_producer(pulsar_topic, compression_type=pulsar.CompressionType.SNAPPY)
-    _send_all(good, backend, [(b"good-%d" % i, {}) for i in range(20)])
+    send_all(good, [b"good-%d" % i for i in range(20)])
 
     got = []
     for _ in range(20):

@@ -16,35 +16,25 @@ import pytest
 
 import pulsarfast as pulsar
 from pulsarfast import proto, wire
-from pulsar_broker import STORAGE_ENTRIES_READ
-from waiting import run_blocking, wait_for
+from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
+from tests.support.pulsar_helpers import bodies_of, produce, subscription_stats
+from tests.support.waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 RECEIVE_MS = 10_000
 
 
-@pytest.fixture
-def client(pulsar_broker, backend):
-    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
-    yield client
-    client.close()
+def produce_batched(client, topic, count, batch=100, max_delay_ms=10):
+    """m-0 ... m-<count - 1> in batches of up to batch messages (each sent after max_delay_ms): the bodies."""
+    bodies = bodies_of(b"m", count)
+    produce(client, topic, bodies, batching_enabled=True, batching_max_messages=batch,
+            batching_max_publish_delay_ms=max_delay_ms, block_if_queue_full=True)
+    return bodies
 
 
-def produce_batched(client, topic, count, batch=100, max_delay_ms=10, **send_kwargs):
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=batch,
-                                      batching_max_publish_delay_ms=max_delay_ms, block_if_queue_full=True)
-    results = []
-    for index in range(count):
-        producer.send_async(b"m-%d" % index, lambda result, _id: results.append(result), **send_kwargs)
-    producer.flush()
-    producer.close()
-    assert results.count(pulsar.Result.Ok) == count
-    return [b"m-%d" % index for index in range(count)]
-
-
-def backlog(broker, topic, subscription):
-    return broker.topic_stats(topic)["subscriptions"][subscription]["msgBacklog"]
+def backlog(broker, backend, topic, subscription):
+    return subscription_stats(broker, backend, topic, subscription)["msgBacklog"]
 
 
 def test_many_receivers_at_once_get_every_batched_message_exactly_once(client, pulsar_broker, pulsar_topic, backend):
@@ -79,7 +69,7 @@ def test_many_receivers_at_once_get_every_batched_message_exactly_once(client, p
     assert errors == []
     assert sorted(received) == sorted(bodies)  # every one, none twice (the queue is 40 times smaller)
     consumer.close()  # (grouped acknowledgements go before the close)
-    assert wait_for(lambda: run_blocking(backend, backlog, pulsar_broker, pulsar_topic, "sub") == 0, backend, timeout=20)
+    assert wait_for(lambda: backlog(pulsar_broker, backend, pulsar_topic, "sub") == 0, backend, timeout=20)
 
 
 def test_a_batch_messages_fields_are_each_its_own(client, pulsar_topic):
@@ -122,7 +112,7 @@ def test_acknowledged_batches_leave_no_backlog_after_close(client, pulsar_broker
     with pytest.raises(pulsar.Timeout):
         consumer.receive(300)
     consumer.close()
-    assert wait_for(lambda: run_blocking(backend, backlog, pulsar_broker, pulsar_topic, "sub") == 0, backend, timeout=20)
+    assert wait_for(lambda: backlog(pulsar_broker, backend, pulsar_topic, "sub") == 0, backend, timeout=20)
 
 
 def test_send_async_without_a_callback_is_sent_and_flush_waits_for_it(client, pulsar_topic):
@@ -151,7 +141,10 @@ def sent_flow_permits(stream: bytes) -> list:
 
 
 def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storage_once(
-        client, pulsar_broker, pulsar_topic, backend, fault_proxy_factory, monkeypatch):
+        make_client, private_pulsar_broker, pulsar_topic, backend, fault_proxy_factory, monkeypatch):
+    # (a broker of its own: the storage-reads metric counts every topic's reads)
+    pulsar_broker = private_pulsar_broker
+    client = make_client(broker=pulsar_broker)
     # The broker reads min(permits, 100) entries per dispatch and sends only those its permits pay
     # for (permits count messages): with 500-message batches, a count of 2..501 when it reads makes it
     # read many entries to send one or two, and read the rest again later. So the consumer grants one
@@ -199,16 +192,16 @@ def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker
         consumer.acknowledge(consumer.receive(RECEIVE_MS))
 
     def broker_permits():
-        consumers = pulsar_broker.topic_stats(pulsar_topic)["subscriptions"]["sub"]["consumers"]
+        consumers = subscription_stats(pulsar_broker, backend, pulsar_topic, "sub")["consumers"]
         assert len(consumers) == 1, consumers
         return consumers[0]["availablePermits"]
 
-    wait_for(lambda: run_blocking(backend, broker_permits) == 1, backend,
+    wait_for(lambda: broker_permits() == 1, backend,
              message="the broker's count lifted to 1 after the second batch")
     monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 1.0)
     with pytest.raises(pulsar.Timeout):
         consumer.receive(2500)
-    assert run_blocking(backend, broker_permits) == 1000  # the whole queue: nothing is unread
+    assert broker_permits() == 1000  # the whole queue: nothing is unread
     producer = client.create_producer(pulsar_topic, batching_enabled=False)
     producer.send(b"after")
     assert consumer.receive(RECEIVE_MS).data() == b"after"

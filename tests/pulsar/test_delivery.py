@@ -15,13 +15,6 @@ pytestmark = pytest.mark.timeout(150)
 RECEIVE_MS = 15_000
 
 
-@pytest.fixture
-def client(pulsar_broker, backend):
-    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
-    yield client
-    client.close()
-
-
 @pytest.mark.parametrize("how", ["deliver_after", "deliver_at"])
 def test_a_delayed_message_arrives_after_a_later_undelayed_one(client, pulsar_topic, how):
     consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared)

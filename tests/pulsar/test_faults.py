@@ -2,7 +2,7 @@
 a topic unloaded mid-stream, the connection dropped mid-stream, a stalled
 broker, and send timeouts, on both backends (the `backend` fixture).
 
-The fault proxy (tests/faultproxy.py) sits in the service URL. The
+The fault proxy (tests/support/faultproxy.py) sits in the service URL. The
 standalone's lookup answers say ``proxy_through_service_url``, so the client
 connects to the service URL's host (the proxy) for the topic too, naming the
 broker in CONNECT: the proxy is in the data path, not only in the lookups
@@ -15,8 +15,11 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.runtime import get_backend
-from pulsar_streams import Collector, Sender
-from waiting import run_blocking, wait_for
+from pulsarfast import proto
+from pulsarfast.wire import encode_simple
+from tests.support.pulsar_helpers import subscription_stats, topic_stats
+from tests.support.pulsar_streams import Collector, Sender
+from tests.support.waiting import run_blocking, stays, wait_for
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -91,7 +94,7 @@ def test_topic_unload_mid_stream_loses_no_send_and_no_message(pulsar_broker, pul
         consumer = client.subscribe(pulsar_topic, "unload", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(pulsar_topic, block_if_queue_full=True, send_timeout_millis=30000)
         collector = Collector(backend, consumer, RECEIVE_MS)
-        stats = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
+        stats = topic_stats(pulsar_broker, backend, pulsar_topic)
         publisher_before = stats["publishers"][0]["connectedSince"]
 
         resume = b.event()
@@ -103,7 +106,7 @@ def test_topic_unload_mid_stream_loses_no_send_and_no_message(pulsar_broker, pul
         check_stream(backend, sender, collector)
         wait_for(lambda: producer.is_connected() and consumer.is_connected(), backend,
                  message="producer and consumer connected again")
-        stats = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
+        stats = topic_stats(pulsar_broker, backend, pulsar_topic)
         assert stats["publishers"][0]["connectedSince"] != publisher_before  # it was re-created
         check_still_usable(backend, producer, collector, b"after-unload")
     finally:
@@ -160,8 +163,8 @@ def test_stalled_broker_is_detected_by_keep_alive_and_client_reconnects_after_th
         msg = consumer.receive(timeout_millis=10_000)
         assert msg.data() == b"before"
         consumer.acknowledge(msg)
-        wait_for(lambda: run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)
-                 ["subscriptions"]["stall"]["msgBacklog"] == 0, backend, message="the ack to reach the broker")
+        wait_for(lambda: subscription_stats(pulsar_broker, backend, pulsar_topic, "stall")["msgBacklog"] == 0, backend,
+                 message="the ack to reach the broker")
         connections = client.broker_connections()
         assert connections
 
@@ -242,5 +245,40 @@ def test_send_timeout_while_stalled_raises_timeout_and_calls_back_with_timeout(
         assert producer.send(b"ok-after") is not None
         producer.flush()
         assert callbacks == [(pulsar.Result.Timeout, None)]
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- terminated under sends
+
+
+def test_a_send_error_saying_the_topic_is_terminated_fails_every_waiting_send(
+        pulsar_broker, pulsar_topic, backend, fault_proxy_factory):
+    # A topic terminated under sends in flight: the broker sends CLOSE_PRODUCER, then one SEND_ERROR
+    # (TopicTerminated) per send, and keeps the topic fenced for a while (re-creating the producer
+    # gets ServiceUnitNotReady). The relay holds the real traffic and plays the broker's part: every
+    # waiting send fails with TopicTerminated at once, not at its send timeout, and later ones too.
+    proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
+    client = proxied_client(proxy, backend)
+    try:
+        producer = client.create_producer(pulsar_topic, send_timeout_millis=5000)  # (the safety net)
+        producer.send(b"before")  # sequence id 0; the client's first producer has id 0
+        proxy.hold()
+        try:
+            callbacks = []
+            for index in range(3):  # sequence ids 1, 2, 3
+                producer.send_async(b"in flight %d" % index, lambda result, message_id: callbacks.append(result))
+            error = proto.f_uint(1, 0) + proto.f_uint(2, 1) + proto.f_uint(3, 15) + proto.f_str(
+                4, "ManagedLedgerTerminatedException: Managed ledger was already terminated")
+            proxy.inject_downstream(encode_simple(proto.close_producer(0, 0))
+                                    + encode_simple(proto.base_command(proto.SEND_ERROR, error)))
+            wait_for(lambda: len(callbacks) == 3, backend, timeout=10, message=lambda: "3 callbacks: %r" % callbacks)
+            assert callbacks == [pulsar.Result.TopicTerminated] * 3
+            with pytest.raises(pulsar.TopicTerminated):
+                producer.send(b"later")
+        finally:
+            proxy.release()
+        assert stays(lambda: not producer.is_connected(), backend, 1.0)  # not re-created
+        assert producer.stats()["failed"] == 4 and producer.stats()["pending"] == 0
     finally:
         client.close()

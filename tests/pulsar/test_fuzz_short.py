@@ -20,7 +20,9 @@ if wire.compiled_impl is None:
         pytest.fail(_reason, pytrace=False)
     pytest.skip(_reason, allow_module_level=True)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
+from tests.support.servers import REPO_ROOT  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "fuzz"))
 import fuzz_pulsar  # noqa: E402
 
 #: Inputs per run of the short fuzz; the seed changes with PULSAR_FUZZ_SEED.

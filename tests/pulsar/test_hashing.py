@@ -1,6 +1,6 @@
 # Partition-key routing must match the official Pulsar Python client.
 #
-# tests/data/pulsar_key_partitions.json was recorded against a real broker with
+# tests/pulsar/data/pulsar_key_partitions.json was recorded against a real broker with
 # the official pulsar-client wheel: for each key, hashing scheme and partition
 # count, the partition its producer chose (MessageId.partition()). Every row must
 # be reproduced by pulsarfast.hashing without a broker or the official client.

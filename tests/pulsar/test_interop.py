@@ -7,13 +7,11 @@
 # after pulsarfast's part, never interleaved.
 from __future__ import annotations
 
-import logging
-import threading
-
 import pytest
 
 import pulsarfast
-from waiting import run_blocking
+from tests.support.pulsar_helpers import entry_of, full, id_tuple, official_client, produce
+from tests.support.waiting import run_blocking
 
 official = pytest.importorskip(
     "pulsar", reason="the official `pulsar-client` wheel is not installed (pip install -r requirements-dev.txt)"
@@ -24,28 +22,6 @@ pytestmark = pytest.mark.timeout(150)
 
 RECEIVE_MS = 10_000
 EMPTY_MS = 1_000
-OFFICIAL_LOGGER = logging.getLogger("pulsar-official-client")
-
-
-def full(name: str) -> str:
-    return "persistent://public/default/" + name
-
-
-def id_tuple(message_id):
-    """(ledger, entry, partition, batch index) of either client's MessageId."""
-    return (message_id.ledger_id(), message_id.entry_id(), message_id.partition(), message_id.batch_index())
-
-
-def entry_of(message_id):
-    return (message_id.ledger_id(), message_id.entry_id(), message_id.partition())
-
-
-def official_client(broker):
-    return official.Client(broker.service_url, operation_timeout_seconds=15, logger=OFFICIAL_LOGGER)
-
-
-def fast_client(broker, backend):
-    return pulsarfast.Client(broker.service_url, operation_timeout_seconds=15, backend=backend)
 
 
 # ----------------------------------------------------------------------------- official -> pulsarfast
@@ -53,40 +29,21 @@ def fast_client(broker, backend):
 
 def _produce_with_official(broker, topic, count, batching):
     """Send count messages with the official client (send_async + flush); returns {index: official id tuple}."""
-    ids = {}
-    errors = []
-    lock = threading.Lock()
+    messages = [(b"official-%d" % i, {"properties": {"i": str(i), "kind": "interop"},
+                                      "partition_key": "key-%d" % (i % 17), "event_timestamp": 1_600_000_000_000 + i})
+                for i in range(count)]
     client = official_client(broker)
     try:
-        producer = client.create_producer(
-            topic, batching_enabled=batching, batching_max_messages=100, batching_max_publish_delay_ms=10,
-            block_if_queue_full=True, max_pending_messages=count,
-        )
-
-        def callback_for(index):
-            def callback(result, message_id):  # on a thread of the C++ library
-                with lock:
-                    if result == official.Result.Ok:
-                        ids[index] = id_tuple(message_id)
-                    else:
-                        errors.append((index, result))
-            return callback
-
-        for i in range(count):
-            producer.send_async(b"official-%d" % i, callback_for(i), properties={"i": str(i), "kind": "interop"},
-                                partition_key="key-%d" % (i % 17), event_timestamp=1_600_000_000_000 + i)
-        producer.flush()
-        producer.close()
+        ids = produce(client, topic, messages, batching_enabled=batching, batching_max_messages=100,
+                      batching_max_publish_delay_ms=10, block_if_queue_full=True, max_pending_messages=count)
     finally:
         client.close()
-    assert not errors, errors[:5]
-    assert len(ids) == count
-    return ids
+    return {i: id_tuple(message_id) for i, message_id in enumerate(ids)}
 
 
 @pytest.mark.parametrize("batching", [False, True], ids=["unbatched", "batched"])
-def test_official_messages_are_read_by_pulsarfast_and_acks_reach_the_broker(pulsar_broker, pulsar_topic, backend,
-                                                                           batching):
+def test_official_messages_are_read_by_pulsarfast_and_acks_reach_the_broker(make_client, pulsar_broker, pulsar_topic,
+                                                                           backend, batching):
     count = 1000
     # the official client's part first, entirely
     official_ids = run_blocking(backend, _produce_with_official, pulsar_broker, pulsar_topic, count, batching)
@@ -97,58 +54,53 @@ def test_official_messages_are_read_by_pulsarfast_and_acks_reach_the_broker(puls
     else:
         assert all(t[3] == -1 for t in official_ids.values())
 
-    client = fast_client(pulsar_broker, backend)
-    try:
-        consumer = client.subscribe(pulsar_topic, "interop-sub", initial_position=pulsarfast.InitialPosition.Earliest)
-        got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(count)]
-        with pytest.raises(pulsarfast.Timeout):
-            consumer.receive(timeout_millis=EMPTY_MS)  # no duplicates, nothing else
+    client = make_client()
+    consumer = client.subscribe(pulsar_topic, "interop-sub", initial_position=pulsarfast.InitialPosition.Earliest)
+    got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(count)]
+    with pytest.raises(pulsarfast.Timeout):
+        consumer.receive(timeout_millis=EMPTY_MS)  # no duplicates, nothing else
 
-        wrong = []
-        for msg in got:
-            i = int(msg.properties()["i"])
-            expected = (b"official-%d" % i, {"i": str(i), "kind": "interop"}, "key-%d" % (i % 17),
-                        1_600_000_000_000 + i, official_ids[i])
-            actual = (msg.data(), msg.properties(), msg.partition_key(), msg.event_timestamp(),
-                      id_tuple(msg.message_id()))
-            if actual != expected:
-                wrong.append((expected, actual))
-        assert not wrong, "%d messages differ, first: %r" % (len(wrong), wrong[:3])
-        assert [int(m.properties()["i"]) for m in got] == list(range(count))  # in order (one partition, Exclusive)
-        assert len({id_tuple(m.message_id()) for m in got}) == count  # one distinct id per message
-        if batching:
-            assert all(m.message_id().batch_index() >= 0 for m in got)
-        else:
-            assert all(m.message_id().batch_index() == -1 for m in got)
-        assert all(m.topic_name() == full(pulsar_topic) for m in got)
-        assert all(m.publish_timestamp() > 0 and m.redelivery_count() == 0 for m in got)
+    wrong = []
+    for msg in got:
+        i = int(msg.properties()["i"])
+        expected = (b"official-%d" % i, {"i": str(i), "kind": "interop"}, "key-%d" % (i % 17),
+                    1_600_000_000_000 + i, official_ids[i])
+        actual = (msg.data(), msg.properties(), msg.partition_key(), msg.event_timestamp(),
+                  id_tuple(msg.message_id()))
+        if actual != expected:
+            wrong.append((expected, actual))
+    assert not wrong, "%d messages differ, first: %r" % (len(wrong), wrong[:3])
+    assert [int(m.properties()["i"]) for m in got] == list(range(count))  # in order (one partition, Exclusive)
+    assert len({id_tuple(m.message_id()) for m in got}) == count  # one distinct id per message
+    if batching:
+        assert all(m.message_id().batch_index() >= 0 for m in got)
+    else:
+        assert all(m.message_id().batch_index() == -1 for m in got)
+    assert all(m.topic_name() == full(pulsar_topic) for m in got)
+    assert all(m.publish_timestamp() > 0 and m.redelivery_count() == 0 for m in got)
 
-        for msg in got:
-            consumer.acknowledge(msg)
-        consumer.close()
+    for msg in got:
+        consumer.acknowledge(msg)
+    consumer.close()
 
-        # every acknowledgement (a batch's once all its messages are acknowledged) reached the broker:
-        # a new consumer on the subscription gets nothing
-        again = client.subscribe(pulsar_topic, "interop-sub", initial_position=pulsarfast.InitialPosition.Earliest)
-        with pytest.raises(pulsarfast.Timeout):
-            extra = again.receive(timeout_millis=EMPTY_MS)
-            pytest.fail("redelivered after acknowledgement: %r" % (extra,))
-    finally:
-        client.close()
+    # every acknowledgement (a batch's once all its messages are acknowledged) reached the broker:
+    # a new consumer on the subscription gets nothing
+    again = client.subscribe(pulsar_topic, "interop-sub", initial_position=pulsarfast.InitialPosition.Earliest)
+    with pytest.raises(pulsarfast.Timeout):
+        extra = again.receive(timeout_millis=EMPTY_MS)
+        pytest.fail("redelivered after acknowledgement: %r" % (extra,))
 
 
 @pytest.mark.parametrize("batching", [False, True], ids=["unbatched", "batched"])
-def test_received_ids_serialize_like_the_official_ids(pulsar_broker, pulsar_topic, backend, batching):
+def test_received_ids_serialize_like_the_official_ids(make_client, pulsar_broker, pulsar_topic, backend, batching):
     count = 250
     official_ids = run_blocking(backend, _produce_with_official, pulsar_broker, pulsar_topic, count, batching)
-    client = fast_client(pulsar_broker, backend)
-    try:
-        consumer = client.subscribe(pulsar_topic, "ids", initial_position=pulsarfast.InitialPosition.Earliest)
-        got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(count)]
-        for msg in got:
-            consumer.acknowledge(msg)
-    finally:
-        client.close()
+    client = make_client()
+    consumer = client.subscribe(pulsar_topic, "ids", initial_position=pulsarfast.InitialPosition.Earliest)
+    got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(count)]
+    for msg in got:
+        consumer.acknowledge(msg)
+    client.close()
     for msg in got:
         ours = msg.message_id()
         theirs = official.MessageId.deserialize(ours.serialize())
@@ -162,23 +114,22 @@ def test_received_ids_serialize_like_the_official_ids(pulsar_broker, pulsar_topi
 
 
 @pytest.mark.parametrize("partitions", [0, 3], ids=["plain", "3_partitions"])
-def test_pulsarfast_messages_are_read_by_the_official_client(pulsar_broker, pulsar_topic, backend, partitions):
+def test_pulsarfast_messages_are_read_by_the_official_client(make_client, pulsar_broker, pulsar_topic, backend,
+                                                             partitions):
     if partitions:
         run_blocking(backend, pulsar_broker.create_partitioned_topic, pulsar_topic, partitions)
     count = 60
     sent = {}
     # pulsarfast's part first, entirely
-    client = fast_client(pulsar_broker, backend)
-    try:
-        producer = client.create_producer(pulsar_topic)
-        for i in range(count):
-            key = "key-%d" % (i % 7) if i % 3 else None  # a third without a key
-            message_id = producer.send(b"fast-%d" % i, properties={"i": str(i), "p": "\u00e9\u2603"},
-                                       partition_key=key, event_timestamp=1_650_000_000_000 + i)
-            sent[b"fast-%d" % i] = (message_id, key, i)
-        producer.close()
-    finally:
-        client.close()
+    client = make_client()  # (closed before the official client's part)
+    producer = client.create_producer(pulsar_topic)
+    for i in range(count):
+        key = "key-%d" % (i % 7) if i % 3 else None  # a third without a key
+        message_id = producer.send(b"fast-%d" % i, properties={"i": str(i), "p": "\u00e9\u2603"},
+                                   partition_key=key, event_timestamp=1_650_000_000_000 + i)
+        sent[b"fast-%d" % i] = (message_id, key, i)
+    producer.close()
+    client.close()
     assert len({entry_of(m) for m, _, _ in sent.values()}) == count
     if partitions:
         assert {m.partition() for m, _, _ in sent.values()} == set(range(partitions))
@@ -232,16 +183,14 @@ KEYS = ["key-%d" % i for i in range(60)] + ["order:%d" % (i * 104729) for i in r
 
 
 @pytest.mark.parametrize("mode", ["RoundRobinDistribution", "UseSinglePartition"])
-def test_both_clients_put_the_same_key_on_the_same_partition(pulsar_broker, pulsar_topic, backend, mode):
+def test_both_clients_put_the_same_key_on_the_same_partition(make_client, pulsar_broker, pulsar_topic, backend, mode):
     partitions = 4
     run_blocking(backend, pulsar_broker.create_partitioned_topic, pulsar_topic, partitions)
-    client = fast_client(pulsar_broker, backend)
-    try:
-        producer = client.create_producer(pulsar_topic,
-                                          message_routing_mode=getattr(pulsarfast.PartitionsRoutingMode, mode))
-        ours = {key: producer.send(key.encode(), partition_key=key).partition() for key in KEYS}
-    finally:
-        client.close()
+    client = make_client()
+    producer = client.create_producer(pulsar_topic,
+                                      message_routing_mode=getattr(pulsarfast.PartitionsRoutingMode, mode))
+    ours = {key: producer.send(key.encode(), partition_key=key).partition() for key in KEYS}
+    client.close()
 
     def produce_with_official():
         oclient = official_client(pulsar_broker)

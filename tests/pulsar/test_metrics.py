@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 import pulsarfast as pulsar  # noqa: E402
 import pulsarfast.metrics  # noqa: E402
-from scraping import http_scrape, names, scrape, value  # noqa: E402
-from waiting import run_blocking  # noqa: E402
+from tests.support.scraping import http_scrape, names, scrape, value  # noqa: E402
+from tests.support.waiting import run_blocking  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -105,7 +105,7 @@ def test_partitions_are_labelled_and_a_reader_reports_as_its_subscription(make_c
 def test_sends_the_broker_refuses_are_failed(make_client, pulsar_broker, pulsar_topic, backend):
     registry = CollectorRegistry()
     client = make_client()
-    producer = client.create_producer(pulsar_topic)
+    producer = client.create_producer(pulsar_topic, send_timeout_millis=5000)  # (a safety net: it fails at once)
     pulsarfast.metrics.register(producer, registry)
     producer.send(b"before")
     run_blocking(backend, pulsar_broker.admin, "POST", pulsar_broker.topic_path(pulsar_topic) + "/terminate")

@@ -13,7 +13,9 @@ import time
 import pytest
 
 import pulsarfast as pulsar
-from waiting import run_blocking, wait_for
+from tests.support.pulsar_helpers import (
+    bodies_of, full, id_tuple, needs_official, official, official_client, send_all, subscription_stats, topic_stats)
+from tests.support.waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -22,29 +24,6 @@ RECEIVE_MS = 10_000
 EMPTY_MS = 300
 
 wait_for = functools.partial(wait_for, timeout=WAIT)
-
-
-@pytest.fixture
-def client(pulsar_broker, backend):
-    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
-    yield client
-    client.close()
-
-
-def send_all(producer, bodies):
-    """Send every body (asynchronously, then flush) and return their ids in order."""
-    outcomes: list = [None] * len(bodies)
-
-    def callback_for(index):
-        def callback(result, message_id):
-            outcomes[index] = (result, message_id)
-        return callback
-
-    for index, body in enumerate(bodies):
-        producer.send_async(body, callback_for(index))
-    producer.flush()
-    assert all(o is not None and o[0] == pulsar.Result.Ok for o in outcomes), outcomes
-    return [o[1] for o in outcomes]
 
 
 def make_producer(client, topic, batched):
@@ -61,10 +40,6 @@ def read_bodies(reader, count):
 def assert_nothing_more(reader):
     with pytest.raises(pulsar.Timeout):
         reader.read_next(EMPTY_MS)
-
-
-def bodies_of(prefix, count):
-    return [b"%s-%d" % (prefix, i) for i in range(count)]
 
 
 def wait_past_millisecond(backend, timestamp_ms):
@@ -116,8 +91,7 @@ def test_message_id_earliest_latest_and_serialized_ids_round_trip(client, pulsar
     for message_id in send_all(producer, bodies_of(b"id", 6)):
         back = pulsar.MessageId.deserialize(message_id.serialize())
         assert back == message_id
-        assert (back.ledger_id(), back.entry_id(), back.batch_index(), back.partition()) == (
-            message_id.ledger_id(), message_id.entry_id(), message_id.batch_index(), message_id.partition())
+        assert id_tuple(back) == id_tuple(message_id)
 
 
 # --------------------------------------------------------------------------- start positions
@@ -128,7 +102,7 @@ def test_reader_from_earliest_reads_every_message(client, pulsar_topic):
     bodies = bodies_of(b"early", 10)
     send_all(producer, bodies)
     reader = client.create_reader(pulsar_topic, pulsar.MessageId.earliest)
-    assert reader.topic() == "persistent://public/default/" + pulsar_topic
+    assert reader.topic() == full(pulsar_topic)
     assert read_bodies(reader, 10) == bodies
     assert_nothing_more(reader)
     reader.close()
@@ -247,7 +221,7 @@ def test_reader_subscription_is_non_durable_with_a_generated_name(pulsar_broker,
     plain = client.create_reader(pulsar_topic, pulsar.MessageId.earliest, reader_name="my-reader")
     prefixed = client.create_reader(pulsar_topic, pulsar.MessageId.earliest, subscription_role_prefix="audit")
     assert read_bodies(plain, 2) == read_bodies(prefixed, 2)
-    subscriptions = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)["subscriptions"]
+    subscriptions = topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"]
     names = sorted(subscriptions)
     assert len(names) == 2
     assert any(n.startswith("reader-") for n in names) and any(n.startswith("audit-reader-") for n in names)
@@ -257,7 +231,7 @@ def test_reader_subscription_is_non_durable_with_a_generated_name(pulsar_broker,
     plain.close()
     prefixed.close()
     # the broker forgets a non-durable subscription with its consumer
-    wait_for(lambda: not run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)["subscriptions"], backend)
+    wait_for(lambda: not topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"], backend)
 
 
 def test_reader_arguments_are_checked(client, pulsar_topic):
@@ -377,7 +351,7 @@ def test_seek_drops_the_messages_queued_before_it(pulsar_broker, client, pulsar_
     assert consumer.receive(RECEIVE_MS).data() == bodies[0]
 
     def all_delivered():
-        sub = run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic)["subscriptions"]["seek-queued"]
+        sub = subscription_stats(pulsar_broker, backend, pulsar_topic, "seek-queued")
         return sub["msgOutCounter"] >= 10
     wait_for(all_delivered, backend)  # (1..9 are in the consumer's queue now)
     consumer.seek(ids[6])
@@ -511,10 +485,10 @@ def test_consumer_seek_on_a_partitioned_topic(pulsar_broker, client, pulsar_topi
 # --------------------------------------------------------------------------- the official client's ids
 
 
-def test_ids_stored_by_the_official_client_position_our_reader(pulsar_broker, pulsar_topic, backend):
-    official = pytest.importorskip("pulsar")
+@needs_official
+def test_ids_stored_by_the_official_client_position_our_reader(make_client, pulsar_broker, pulsar_topic, backend):
     # the official client's part first, then ours (its blocking calls would freeze gevent's hub)
-    theirs = official.Client(pulsar_broker.service_url, operation_timeout_seconds=15)
+    theirs = official_client(pulsar_broker)
     try:
         producer = theirs.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=4,
                                           batching_max_publish_delay_ms=1000)
@@ -525,15 +499,12 @@ def test_ids_stored_by_the_official_client_position_our_reader(pulsar_broker, pu
         stored = [reader.read_next(RECEIVE_MS).message_id().serialize() for _ in range(8)]
     finally:
         theirs.close()
-    ours = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
-    try:
-        start = pulsar.MessageId.deserialize(stored[5])
-        assert start.batch_index() == 1
-        reader = ours.create_reader(pulsar_topic, start)
-        assert read_bodies(reader, 2) == [b"o-6", b"o-7"]
-        assert_nothing_more(reader)
-        inclusive = ours.create_reader(pulsar_topic, start, start_message_id_inclusive=True)
-        first = inclusive.read_next(RECEIVE_MS)
-        assert first.data() == b"o-5" and first.message_id().serialize() == stored[5]
-    finally:
-        ours.close()
+    ours = make_client()
+    start = pulsar.MessageId.deserialize(stored[5])
+    assert start.batch_index() == 1
+    reader = ours.create_reader(pulsar_topic, start)
+    assert read_bodies(reader, 2) == [b"o-6", b"o-7"]
+    assert_nothing_more(reader)
+    inclusive = ours.create_reader(pulsar_topic, start, start_message_id_inclusive=True)
+    first = inclusive.read_next(RECEIVE_MS)
+    assert first.data() == b"o-5" and first.message_id().serialize() == stored[5]

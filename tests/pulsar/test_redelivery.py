@@ -21,38 +21,16 @@ import pytest
 import pulsarfast as pulsar
 from pulsarfast.deadletter import ORIGIN_MESSAGE_ID, REAL_TOPIC
 from pulsarfast.redelivery import MIN_UNACKED_TIMEOUT_MS
-from waiting import run_blocking, wait_for
+from tests.support.pulsar_helpers import assert_nothing_more, full, produce, subscription_stats, topic_stats
+from tests.support.waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(150)
 
 TIMEOUT_MS = MIN_UNACKED_TIMEOUT_MS
 RECEIVE_MS = 15_000  # a message that was sent (or is due again) must arrive within this
-EMPTY_MS = 1_000  # how long "nothing more comes" is watched
 NACK_DELAY_MS = 50
 
 wait_for = functools.partial(wait_for, timeout=20)
-
-
-@pytest.fixture
-def client(pulsar_broker, backend):
-    client = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=15, backend=backend)
-    yield client
-    client.close()
-
-
-def full(name: str) -> str:
-    return "persistent://public/default/" + name
-
-
-def assert_nothing_more(consumer, timeout_ms=EMPTY_MS):
-    with pytest.raises(pulsar.Timeout):
-        extra = consumer.receive(timeout_millis=timeout_ms)
-        pytest.fail("unexpected message %r (%r, redelivery count %d)" % (extra, extra.data(),
-                                                                          extra.redelivery_count()))
-
-
-def subscription_stats(pulsar_broker, backend, topic, subscription):
-    return run_blocking(backend, pulsar_broker.topic_stats, topic)["subscriptions"][subscription]
 
 
 def dispatched(pulsar_broker, backend, topic, subscription):
@@ -78,15 +56,8 @@ def wait_until_all_acknowledged(pulsar_broker, backend, topic, subscription):
 
 def send_one_batch(client, topic, payloads):
     """payloads in one batch (one entry): their ids."""
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=len(payloads),
-                                      batching_max_publish_delay_ms=60_000)
-    results = []
-    for payload in payloads:
-        producer.send_async(payload, lambda result, message_id: results.append((result, message_id)))
-    producer.flush()
-    producer.close()
-    assert [result for result, _ in results] == [pulsar.Result.Ok] * len(payloads)
-    ids = [message_id for _, message_id in results]
+    ids = produce(client, topic, payloads, batching_enabled=True, batching_max_messages=len(payloads),
+                  batching_max_publish_delay_ms=60_000)
     assert len({message_id.entry_key() for message_id in ids}) == 1, "not one batch: %r" % ids
     return ids
 
@@ -233,7 +204,7 @@ def test_a_message_negatively_acknowledged_past_max_redeliver_count_moves_to_the
     assert dead.properties()[ORIGIN_MESSAGE_ID] == "(%d,%d,-1,-1)" % sent_id.entry_key()
     assert dead.partition_key() == "key-1"
     dead_consumer.acknowledge(dead)
-    assert "dlq-sub" in run_blocking(backend, pulsar_broker.topic_stats, pulsar_topic + "-sub-DLQ")["subscriptions"]
+    assert "dlq-sub" in topic_stats(pulsar_broker, backend, pulsar_topic + "-sub-DLQ")["subscriptions"]
 
     # and acknowledged on the original subscription: never delivered there again
     wait_until_all_acknowledged(pulsar_broker, backend, pulsar_topic, "sub")

@@ -10,15 +10,13 @@
 # 4. unsubscribe() of a disconnected consumer raises NotConnected and leaves it open (it used to
 #    close it locally, the subscription staying on the broker);
 # 5. batches refused by the consumer give back the permits of all their messages (the consumer used
-#    to stall): now test_refused_compressed_batches_give_back_every_permit in test_pulsar_compression.py;
+#    to stall): now test_refused_compressed_batches_give_back_every_permit in tests/pulsar/test_compression.py;
 # 6. a MESSAGE frame over 5 MiB is accepted when the broker's CONNECTED allows bigger messages.
 #
 # The official client (pulsar-client 3.13) produces the batches. It blocks in C++: under the gevent
 # backend its part runs through the backend's run_blocking (a real OS thread while the hub runs).
 from __future__ import annotations
 
-import importlib
-import logging
 import os
 import threading
 import time
@@ -29,49 +27,14 @@ import pulsarfast as pulsar
 from msgengine.runtime import get_backend
 from pulsarfast import proto, sansio
 from pulsarfast.wire import encode_payload, encode_simple
-from test_pulsar_client import broker_frozen
-from waiting import run_blocking, wait_for
-
-try:
-    official = importlib.import_module("pulsar")  # the official client (pulsarfast is imported as `pulsar` here)
-except ImportError:  # pragma: no cover - requirements-dev.txt installs it
-    official = None
-
-needs_official = pytest.mark.skipif(
-    official is None, reason="the official `pulsar-client` wheel is not installed (pip install -r requirements-dev.txt)")
+from tests.support.pulsar_helpers import (
+    broker_frozen, entry_of, needs_official, official_client, produce, subscription_stats, topic_stats)
+from tests.support.waiting import run_blocking, wait_for
 
 # The first test asking for the broker pays for its start (about 4-6 s).
 pytestmark = pytest.mark.timeout(150)
 
 RECEIVE_MS = 10_000  # a message that is due must arrive within this
-OFFICIAL_LOGGER = logging.getLogger("pulsar-official-client")
-
-
-def entry_of(message_id):
-    return (message_id.ledger_id(), message_id.entry_id(), message_id.partition())
-
-
-def topic_stats(broker, backend, topic):
-    return run_blocking(backend, broker.topic_stats, topic)
-
-
-def _official_send_all(producer, payloads):
-    """send_async every payload, then flush: the official ids (or raise on a failed send)."""
-    results = {}
-    lock = threading.Lock()
-
-    def callback_for(index):
-        def callback(result, message_id):  # on a thread of the C++ library
-            with lock:
-                results[index] = (result, message_id)
-        return callback
-
-    for index, payload in enumerate(payloads):
-        producer.send_async(payload, callback_for(index))
-    producer.flush()
-    failed = [(i, r) for i, (r, _) in sorted(results.items()) if r != official.Result.Ok]
-    assert len(results) == len(payloads) and not failed, failed[:5]
-    return [results[i][1] for i in range(len(payloads))]
 
 
 # ----------------------------------------------------------------------------- 1. batch acks
@@ -79,19 +42,17 @@ def _official_send_all(producer, payloads):
 
 def _produce_two_batches_of_10(broker, topic):
     """m0..m9 in one batch (one entry), then n0..n9 in another: [(ledger, entry, batch index)] of the 20."""
-    client = official.Client(broker.service_url, operation_timeout_seconds=15, logger=OFFICIAL_LOGGER)
+    client = official_client(broker)
     try:
-        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
-                                          batching_max_publish_delay_ms=60_000)
-        ids = _official_send_all(producer, [b"m%d" % i for i in range(10)] + [b"n%d" % i for i in range(10)])
-        producer.close()
+        ids = produce(client, topic, [b"m%d" % i for i in range(10)] + [b"n%d" % i for i in range(10)],
+                      batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=60_000)
         return [(m.ledger_id(), m.entry_id(), m.batch_index()) for m in ids]
     finally:
         client.close()
 
 
 def _consumer_stats(broker, backend, topic, subscription):
-    consumers = topic_stats(broker, backend, topic)["subscriptions"][subscription]["consumers"]
+    consumers = subscription_stats(broker, backend, topic, subscription)["consumers"]
     assert len(consumers) == 1, consumers
     return consumers[0]
 
@@ -163,7 +124,7 @@ def test_negatively_acknowledged_message_of_a_batch_is_redelivered_after_the_oth
             assert msg.data() in {b"m%d" % i for i in range(10)} | {b"n%d" % i for i in range(10)}, msg.data()
             again.append(msg)
             consumer.acknowledge(msg)
-        return topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"]["batch-sub"]["msgBacklog"] == 0
+        return subscription_stats(pulsar_broker, backend, pulsar_topic, "batch-sub")["msgBacklog"] == 0
 
     wait_for(backlog_empty, backend, timeout=30,
              message=lambda: "the subscription's backlog to reach 0 (received again: %r)" % [m.data() for m in again])
@@ -190,7 +151,7 @@ def test_producer_close_while_reconnecting_completes_the_pending_sends(make_clie
     assert [(i, result) for i, result, _ in sorted(results, key=lambda r: r[0])] == [
         (0, pulsar.Result.Ok), (1, pulsar.Result.Ok), (2, pulsar.Result.Ok)]
     assert all(isinstance(mid, pulsar.MessageId) for _, _, mid in results)
-    assert len({(m.ledger_id(), m.entry_id()) for _, _, m in results}) == 3
+    assert len({entry_of(m) for _, _, m in results}) == 3
     wait_for(lambda: topic_stats(pulsar_broker, backend, pulsar_topic)["msgInCounter"] >= 3, backend, timeout=20,
              message="the broker to count the 3 messages in")
 
@@ -232,20 +193,20 @@ def test_send_receive_and_acknowledge_from_a_real_os_thread(make_client, pulsar_
     assert msg.data() == b"x"
     assert msg.message_id() == outcome["id"]
     assert outcome["acknowledged"]
-    wait_for(lambda: topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"]["thread-sub"]["msgBacklog"]
-             == 0, backend, timeout=20, message="the thread's acknowledgement to reach the broker")
+    wait_for(lambda: subscription_stats(pulsar_broker, backend, pulsar_topic, "thread-sub")["msgBacklog"] == 0,
+             backend, timeout=20, message="the thread's acknowledgement to reach the broker")
 
 
 # ----------------------------------------------------------------------------- 4. unsubscribe while disconnected
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="watches the broker's threads through Linux /proc")
-def test_unsubscribe_while_disconnected_raises_not_connected_and_keeps_the_consumer(make_client, pulsar_broker,
+def test_unsubscribe_while_disconnected_raises_not_connected_and_keeps_the_consumer(make_client, private_pulsar_broker,
                                                                                     pulsar_topic, backend):
-    client = make_client(operation_timeout_seconds=3)
+    client = make_client(broker=private_pulsar_broker, operation_timeout_seconds=3)
     consumer = client.subscribe(pulsar_topic, "keep-me")
     assert consumer.is_connected()
-    with broker_frozen(pulsar_broker, backend):
+    with broker_frozen(private_pulsar_broker, backend):
         for conn in client.broker_connections():
             conn.close()
         wait_for(lambda: not consumer.is_connected(), backend, timeout=10, message="the consumer to be disconnected")
@@ -255,24 +216,24 @@ def test_unsubscribe_while_disconnected_raises_not_connected_and_keeps_the_consu
         with pytest.raises(pulsar.Timeout):
             consumer.receive(timeout_millis=10)
     # the broker never heard of an unsubscribe
-    assert "keep-me" in topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"]
+    assert "keep-me" in topic_stats(private_pulsar_broker, backend, pulsar_topic)["subscriptions"]
 
     wait_for(consumer.is_connected, backend, timeout=60, message="the consumer to reconnect after the freeze")
 
     def only_our_new_consumer():  # (the broker dropped the consumer of the closed connection)
-        subscription = topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"].get("keep-me", {})
+        subscription = subscription_stats(private_pulsar_broker, backend, pulsar_topic, "keep-me") or {}
         return len(subscription.get("consumers", [])) == 1
 
     wait_for(only_our_new_consumer, backend, timeout=20, message="one consumer on the subscription")
     consumer.unsubscribe()
-    assert "keep-me" not in topic_stats(pulsar_broker, backend, pulsar_topic)["subscriptions"]
+    assert "keep-me" not in topic_stats(private_pulsar_broker, backend, pulsar_topic)["subscriptions"]
     with pytest.raises(pulsar.AlreadyClosed):
         consumer.receive(timeout_millis=10)
 
 
 # ----------------------------------------------------------------------------- 5. refused batches and permits
 
-# (moved to test_pulsar_compression.py when LZ4 became supported: batches that do not decompress there)
+# (moved to tests/pulsar/test_compression.py when LZ4 became supported: batches that do not decompress there)
 
 
 # ----------------------------------------------------------------------------- 6. frames over 5 MiB

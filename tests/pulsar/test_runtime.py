@@ -4,7 +4,7 @@ SIGTERM handler interrupt a receive() that waits for ever; a client made
 before os.fork() refuses to work in the child (ForkedError), the child exits
 cleanly and the parent's client goes on working.
 
-The signal and fork cases run programs from tests/programs/ as
+The signal and fork cases run programs from tests/support/programs/ as
 subprocesses (pulsar_receive_forever.py, pulsar_fork.py), so that this
 process's signal handlers and threads stay untouched."""
 from __future__ import annotations
@@ -21,11 +21,11 @@ import uuid
 import pytest
 
 import pulsarfast as pulsar
-from servers import REPO_ROOT
+from tests.support.servers import PROGRAMS_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.timeout(150)
 
-PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+PROGRAMS = PROGRAMS_DIR
 READY_WITHIN = 30.0  # interpreter start, imports, subscribe
 EXIT_WITHIN = 15.0
 
@@ -130,6 +130,14 @@ class Program:
             self.proc.kill()
             self.proc.wait()
 
+    def signal_and_wait_exit(self, signum, timeout):
+        """Send signum, then wait_exit(timeout): the exit code, or None (the program is killed in any case)."""
+        try:
+            self.proc.send_signal(signum)
+            return self.wait_exit(timeout)
+        finally:
+            self.kill()
+
     def report(self):
         return "stdout:\n%s\nstderr:\n%s" % ("".join(self.stdout), getattr(self, "stderr", "")[-4000:])
 
@@ -151,11 +159,7 @@ def start_receive_forever(pulsar_broker, pulsar_topic, program_backend, *extra):
 @pytest.mark.parametrize("program_backend", PROGRAM_BACKENDS)
 def test_ctrl_c_interrupts_a_receive_without_timeout(pulsar_broker, pulsar_topic, program_backend):
     program = start_receive_forever(pulsar_broker, pulsar_topic, program_backend)
-    try:
-        program.proc.send_signal(signal.SIGINT)
-        code = program.wait_exit(EXIT_WITHIN)
-    finally:
-        program.kill()
+    code = program.signal_and_wait_exit(signal.SIGINT, EXIT_WITHIN)
     assert code is not None, "still running %gs after SIGINT:\n%s" % (EXIT_WITHIN, program.report())
     assert "KeyboardInterrupt" in program.stderr, program.report()
     assert "consumer.receive()" in program.stderr, program.report()  # raised out of receive()
@@ -167,11 +171,7 @@ def test_ctrl_c_interrupts_a_receive_without_timeout(pulsar_broker, pulsar_topic
 def test_sigterm_handler_raising_system_exit_ends_a_receive_without_timeout(
         pulsar_broker, pulsar_topic, program_backend):
     program = start_receive_forever(pulsar_broker, pulsar_topic, program_backend, "--sigterm-exits")
-    try:
-        program.proc.send_signal(signal.SIGTERM)
-        code = program.wait_exit(EXIT_WITHIN)
-    finally:
-        program.kill()
+    code = program.signal_and_wait_exit(signal.SIGTERM, EXIT_WITHIN)
     assert code is not None, "still running %gs after SIGTERM:\n%s" % (EXIT_WITHIN, program.report())
     assert code == 3, program.report()  # the handler's SystemExit(3), not a default SIGTERM death
     assert "CLOSED" in "".join(program.stdout), program.report()
@@ -189,7 +189,7 @@ CHILD_CALLS = ["producer.send", "producer.send_async", "consumer.receive", "cons
 
 @pytest.fixture(scope="module", params=["gevent", "threads"])
 def fork_run(request, pulsar_broker):
-    """Run tests/programs/pulsar_fork.py once per backend: {"child": {...}, "parent": {...}}."""
+    """Run tests/support/programs/pulsar_fork.py once per backend: {"child": {...}, "parent": {...}}."""
     topic = "t_fork_%s_%s" % (request.param, uuid.uuid4().hex[:8])
     proc = subprocess.run(
         [sys.executable, os.path.join(PROGRAMS, "pulsar_fork.py"), "--backend", request.param,

@@ -2,7 +2,7 @@
 for them, on both backends (the `backend` fixture).
 
 One module-scoped standalone broker has it all: TLS on brokerServicePortTls
-with a certificate from a test CA made here (tests/certs.py), naming only the
+with a certificate from a test CA made here (tests/support/certs.py), naming only the
 DNS name ``localhost`` (so ``127.0.0.1`` is a host name mismatch), and
 authentication by token (HS256 JWTs signed here with hmac; the broker's
 tokenSecretKey is the same secret) or by TLS client certificate
@@ -27,16 +27,19 @@ from dataclasses import dataclass
 import pytest
 
 import pulsarfast as pulsar
-from certs import RSAKey, certificate_pem, make_certificate
+from tests.support.certs import RSAKey, certificate_pem, make_certificate
 from msgengine.transport import TLSStream
 from pulsarfast import proto
 from pulsarfast.sansio import AuthChallenged, PulsarProtocol
 from pulsarfast.wire import encode_simple
-from pulsar_broker import PulsarBroker, require_pulsar_lib
-from servers import free_port
-from waiting import run_blocking, wait_for
+from tests.support.pulsar_broker import PulsarBroker, require_pulsar_lib
+from tests.support.pulsar_helpers import topic_stats
+from tests.support.servers import free_port
+from tests.support.waiting import run_blocking, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+# (one worker runs the module: its broker is one more JVM for the run, not one per worker)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.integration, pytest.mark.slow,
+              pytest.mark.xdist_group("pulsar_security")]
 
 WAIT = 20.0
 wait_for = functools.partial(wait_for, timeout=WAIT)
@@ -146,7 +149,7 @@ def secured(request) -> Secured:
         "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
         "brokerClientAuthenticationParameters": "token:" + superuser_token,
     }, admin_headers={"Authorization": "Bearer " + superuser_token})
-    request.addfinalizer(broker.stop)
+    request.addfinalizer(broker.kill)  # (its data goes with it: no graceful stop needed)
     broker.start()
     return Secured(broker, tls_port, secret, path("ca.pem"), path("wrong-ca.pem"), path("client.pem"),
                    path("client.key"))
@@ -424,14 +427,14 @@ def test_a_tls_producer_reconnects_after_the_topic_is_unloaded(secured, backend,
         consumer = client.subscribe(pulsar_topic, "sub")
         producer = client.create_producer(pulsar_topic)
         producer.send(b"before")
-        publisher = run_blocking(backend, secured.broker.topic_stats, pulsar_topic)["publishers"][0]
+        publisher = topic_stats(secured.broker, backend, pulsar_topic)["publishers"][0]
         run_blocking(backend, secured.broker.unload_topic, pulsar_topic)
         sent = [b"after-%d" % i for i in range(20)]
         for body in sent:
             producer.send(body)  # each one acknowledged by the broker (after the reconnection)
         received = [consumer.receive(timeout_millis=int(WAIT * 1000)).data() for _ in range(len(sent) + 1)]
         assert received == [b"before"] + sent
-        stats = run_blocking(backend, secured.broker.topic_stats, pulsar_topic)
+        stats = topic_stats(secured.broker, backend, pulsar_topic)
         assert stats["publishers"][0]["connectedSince"] != publisher["connectedSince"]  # re-created
         assert all(isinstance(c.stream, TLSStream) for c in client.broker_connections())
     finally:

@@ -556,13 +556,18 @@ def test_split_batch_errors(wire, payload, count):
         wire.split_batch(payload, count)
 
 
-def test_split_batch_bad_arguments(wire):
+def assert_split_refuses_bad_arguments(split):
+    """split(entry, count) raises TypeError for a count that is not an int and for a str entry."""
     entry = b"\x00\x00\x00\x02\x18\x01a"
     for count in (1.0, None, "1"):
         with pytest.raises(TypeError):
-            wire.split_batch(entry, count)
+            split(entry, count)
     with pytest.raises(TypeError):
-        wire.split_batch("text", 1)
+        split("text", 1)
+
+
+def test_split_batch_bad_arguments(wire):
+    assert_split_refuses_bad_arguments(wire.split_batch)
 
 
 # --- the two implementations agree on any input --------------------------------------------
@@ -1296,12 +1301,7 @@ def test_split_batch_decoded_errors(wire, payload, count):
 
 
 def test_split_batch_decoded_bad_arguments(wire):
-    entry = b"\x00\x00\x00\x02\x18\x01a"
-    for count in (1.0, None, "1"):
-        with pytest.raises(TypeError):
-            wire.split_batch_decoded(entry, count)
-    with pytest.raises(TypeError):
-        wire.split_batch_decoded("text", 1)
+    assert_split_refuses_bad_arguments(wire.split_batch_decoded)
 
 
 decoded_entries = st.tuples(single_metadatas(), st.binary(max_size=20)).map(

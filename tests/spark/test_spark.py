@@ -18,10 +18,12 @@ import uuid
 
 import pytest
 
-from servers import REPO_ROOT, wait_until
-from spark_processes import jvm_pid, source_runner_pids
+from tests.support.processes import refuse_in_unit_run
+from tests.support.servers import REPO_ROOT, wait_until
+from tests.support.spark_processes import jvm_pid, source_runner_pids
 
-pytestmark = pytest.mark.timeout(240)
+# (one worker runs the module, on one SparkSession, while the others go on)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("spark")]
 
 
 def _missing() -> str | None:
@@ -59,6 +61,7 @@ def spark():
     """
     from pyspark.sql import SparkSession
 
+    refuse_in_unit_run("a SparkSession")
     saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -160,7 +163,7 @@ def test_batch_write_topic_column_and_binary_body(spark, nsqd, topic):
 
 
 def test_failed_task_fails_the_job(spark, topic):
-    from servers import free_port
+    from tests.support.servers import free_port
 
     df = spark.range(10).selectExpr("cast(id as string) as body")
     with pytest.raises(Exception) as info:

@@ -2,7 +2,7 @@
 # does, with no openssl CLI and no `cryptography` package): RSA-2048 keys,
 # X.509 v3 certificates signed with sha256WithRSAEncryption, written as PEM.
 #
-#   pki = make_pki()               # cached per process, files in a temp dir
+#   pki = make_pki()               # made once per test run (or per process), files in a temp dir
 #   pki.ca_cert                    # CA certificate (PEM path)
 #   pki.server_cert, .server_key   # SAN: DNS localhost, IP 127.0.0.1
 #   pki.other_cert, .other_key     # same CA, SAN only DNS other.invalid (hostname mismatch)
@@ -25,6 +25,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 
 # --------------------------------------------------------------------------- DER
@@ -280,71 +281,119 @@ class PKI:
 
 _pki: PKI | None = None
 _pki_lock = threading.Lock()
+#: how long a process of a test run waits for another one that makes the run's PKI
+SHARED_PKI_WAIT = 120.0
 
 
 def make_pki(directory: str | None = None) -> PKI:
-    """Generate (once per process unless a directory is given) the test CA and certificates."""
+    """The test CA and certificates, in ``directory`` when one is given (made there, every time).
+
+    Without one: made once per test run (in the run dir every pytest-xdist worker shares, by the
+    first process that asks; the others wait for it), or once per process outside a test run."""
     global _pki
     with _pki_lock:
-        if directory is None and _pki is not None and os.path.isdir(_pki.directory):
+        if directory is not None:
+            return _generate(directory)
+        if _pki is not None and os.path.isdir(_pki.directory):
             return _pki
-        if directory is None:
+        pki = _run_pki()
+        if pki is None:
             directory = tempfile.mkdtemp(prefix="nsq-test-pki-")
             atexit.register(shutil.rmtree, directory, True)
-        os.makedirs(directory, exist_ok=True)
-
-        # Three keys (pure-Python RSA generation is the slow part, ~0.5 s each):
-        # the leaf certificates share one, which changes nothing for the tests.
-        ca_key, wrong_ca_key, leaf_key = (RSAKey.generate() for _ in range(3))
-        server_key = client_key = leaf_key
-        files: dict[str, bytes] = {
-            "ca.pem": certificate_pem(make_certificate(ca_key, "nsqfast test CA", ca=True, days=60)),
-            "wrong-ca.pem": certificate_pem(make_certificate(wrong_ca_key, "nsqfast test CA", ca=True, days=60)),
-            "server.pem": certificate_pem(
-                make_certificate(
-                    server_key, "localhost", ca_key, "nsqfast test CA",
-                    dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True,
-                )
-            ),
-            "server.key": server_key.private_pem(),
-            "other.pem": certificate_pem(
-                make_certificate(server_key, "other.invalid", ca_key, "nsqfast test CA", dns_names=("other.invalid",), server=True)
-            ),
-            "other.key": server_key.private_pem(),
-            "client.pem": certificate_pem(
-                make_certificate(client_key, "nsq-test-client", ca_key, "nsqfast test CA", client=True)
-            ),
-            "client.key": client_key.private_pem(),
-            # a client certificate that nsqd must refuse: signed by the unrelated CA
-            "rogue-client.pem": certificate_pem(
-                make_certificate(client_key, "rogue-client", wrong_ca_key, "nsqfast test CA", client=True)
-            ),
-        }
-        for name, data in files.items():
-            path = os.path.join(directory, name)
-            with open(path, "wb") as f:
-                f.write(data)
-            if name.endswith(".key"):
-                os.chmod(path, 0o600)
-        j = lambda name: os.path.join(directory, name)  # noqa: E731
-        pki = PKI(
-            directory=directory,
-            ca_cert=j("ca.pem"),
-            wrong_ca_cert=j("wrong-ca.pem"),
-            server_cert=j("server.pem"),
-            server_key=j("server.key"),
-            other_cert=j("other.pem"),
-            other_key=j("other.key"),
-            client_cert=j("client.pem"),
-            client_key=j("client.key"),
-            rogue_client_cert=j("rogue-client.pem"),
-        )
-        if _pki is None or not os.path.isdir(_pki.directory):
-            _pki = pki
+            pki = _generate(directory)
+        _pki = pki
         return pki
 
 
-if __name__ == "__main__":  # python tests/certs.py [dir]: write a PKI and print where
+def _run_pki() -> PKI | None:
+    """The test run's PKI in <run dir>/pki: made by whichever process of the run takes the lock
+    file first (into a temp dir renamed into place when complete); None outside a test run, or
+    when the process making it did not finish it in time."""
+    try:
+        from .ports import run_dir  # (the run dir's own module; the directory goes with the run)
+    except ImportError:  # (run as a script)
+        return None
+    shared = run_dir()
+    if shared is None:
+        return None
+    final = os.path.join(shared, "pki")
+    lock = final + ".lock"
+    deadline = time.monotonic() + SHARED_PKI_WAIT
+    while not os.path.isdir(final):
+        try:
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:  # another process makes it
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+            continue
+        try:
+            if not os.path.isdir(final):
+                partial = tempfile.mkdtemp(prefix="pki-", dir=shared)
+                _generate(partial)
+                os.rename(partial, final)
+        finally:
+            os.unlink(lock)  # (on failure, another process takes over)
+    return _paths(final)
+
+
+def _paths(directory: str) -> PKI:
+    j = lambda name: os.path.join(directory, name)  # noqa: E731
+    return PKI(
+        directory=directory,
+        ca_cert=j("ca.pem"),
+        wrong_ca_cert=j("wrong-ca.pem"),
+        server_cert=j("server.pem"),
+        server_key=j("server.key"),
+        other_cert=j("other.pem"),
+        other_key=j("other.key"),
+        client_cert=j("client.pem"),
+        client_key=j("client.key"),
+        rogue_client_cert=j("rogue-client.pem"),
+    )
+
+
+def _generate(directory: str) -> PKI:
+    """Make the keys and certificates and write them into directory."""
+    os.makedirs(directory, exist_ok=True)
+
+    # Three keys (pure-Python RSA generation is the slow part, ~0.5 s each):
+    # the leaf certificates share one, which changes nothing for the tests.
+    ca_key, wrong_ca_key, leaf_key = (RSAKey.generate() for _ in range(3))
+    server_key = client_key = leaf_key
+    files: dict[str, bytes] = {
+        "ca.pem": certificate_pem(make_certificate(ca_key, "nsqfast test CA", ca=True, days=60)),
+        "wrong-ca.pem": certificate_pem(make_certificate(wrong_ca_key, "nsqfast test CA", ca=True, days=60)),
+        "server.pem": certificate_pem(
+            make_certificate(
+                server_key, "localhost", ca_key, "nsqfast test CA",
+                dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True,
+            )
+        ),
+        "server.key": server_key.private_pem(),
+        "other.pem": certificate_pem(
+            make_certificate(server_key, "other.invalid", ca_key, "nsqfast test CA", dns_names=("other.invalid",), server=True)
+        ),
+        "other.key": server_key.private_pem(),
+        "client.pem": certificate_pem(
+            make_certificate(client_key, "nsq-test-client", ca_key, "nsqfast test CA", client=True)
+        ),
+        "client.key": client_key.private_pem(),
+        # a client certificate that nsqd must refuse: signed by the unrelated CA
+        "rogue-client.pem": certificate_pem(
+            make_certificate(client_key, "rogue-client", wrong_ca_key, "nsqfast test CA", client=True)
+        ),
+    }
+    for name, data in files.items():
+        path = os.path.join(directory, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        if name.endswith(".key"):
+            os.chmod(path, 0o600)
+    return _paths(directory)
+
+
+if __name__ == "__main__":  # python tests/support/certs.py [dir]: write a PKI and print where
     import sys
 
     print(make_pki(sys.argv[1] if len(sys.argv) > 1 else None))

@@ -4,27 +4,24 @@
 # helpers built on the standard library only. No fakes.
 #
 # The JVM takes several seconds to come up: start ONE broker per test run (tests/conftest.py's
-# session-scoped `pulsar_broker` fixture), not one per test.
+# session-scoped `pulsar_broker` fixture), not one per test. The process handling (spawn, readiness
+# wait, SIGTERM / SIGKILL, temp dir, log) is ServerProcess's (processes.py).
 from __future__ import annotations
 
-import atexit
 import glob
 import http.client
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Mapping, Optional, Sequence
 
-from servers import LOOPBACK, REPO_ROOT, ServerStartError, _pdeathsig_preexec, free_port
+from .ports import LOOPBACK, free_port
+from .processes import ServerProcess, ServerStartError, refuse_in_unit_run  # noqa: F401 (start() raises it)
+from .servers import REPO_ROOT
 
 __all__ = [
     "PULSAR_VERSION",
@@ -121,18 +118,6 @@ def require_pulsar_lib(folder: Optional[str] = None) -> str:
 
 # --------------------------------------------------------------------------- broker
 
-_live_brokers: set = set()  # strong refs until stop(): the atexit net must still see forgotten brokers
-
-
-@atexit.register
-def _kill_leftovers() -> None:  # safety net if nobody called stop()
-    for broker in list(_live_brokers):
-        try:
-            broker.kill()
-        except Exception:
-            pass
-
-
 #: the entries the broker's dispatchers read from storage (a Prometheus counter over all topics)
 STORAGE_ENTRIES_READ = "pulsar_ml_cache_pendingreads_entries_read_total"
 
@@ -149,7 +134,7 @@ def metric_total(web_url: str, name: str, headers: Optional[Mapping[str, str]] =
     return total
 
 
-class PulsarBroker:
+class PulsarBroker(ServerProcess):
     """A real Pulsar standalone broker on free loopback ports with its own data dirs.
 
     ``PulsarBroker(config=None, jvm_args=DEFAULT_JVM_ARGS).start()`` — ``config`` entries are
@@ -165,6 +150,9 @@ class PulsarBroker:
     """
 
     binary_name = "pulsar-standalone"
+    ready_check = f"its admin API lists namespace {NAMESPACE}; after a restart, its health check passes"
+    poll_interval = 0.2
+    startup_log_tail = 6000
 
     def __init__(
         self,
@@ -173,30 +161,24 @@ class PulsarBroker:
         start_timeout: float = DEFAULT_START_TIMEOUT,
         lib_dir: Optional[str] = None,
         admin_headers: Optional[Mapping[str, str]] = None,
+        started_by_lasting_thread: bool = False,
     ):
+        super().__init__(start_timeout)
         self.lib_dir = lib_dir or pulsar_lib_dir()
+        # started (and restarted) only from a thread that outlives the JVM: it dies with that thread
+        self.started_by_lasting_thread = started_by_lasting_thread
         # sent with every admin call (an "Authorization" header for a broker with authentication on)
         self.admin_headers = dict(admin_headers or {})
         self.extra_config = {str(k): str(v) for k, v in (config or {}).items()}
         self.jvm_args = [str(a) for a in jvm_args]
-        self.start_timeout = start_timeout
-        self.tmp_dir: Optional[str] = None
-        self.log_path: Optional[str] = None
         self.port = 0
         self.web_port = 0
-        self.proc: Optional[subprocess.Popen] = None
         self.start_seconds: Optional[float] = None  # how long the last start() took until ready
         self.bookie_port = 0
         self.restarts = 0  # starts on the data a kill(keep_data=True) / stop(keep_data=True) left
         self._kept = False  # the data dir and ports of the last run are kept for the next start()
-        self._log_file = None
-        self._lock = threading.RLock()
 
     # -- addresses
-    @property
-    def host(self) -> str:
-        return LOOPBACK
-
     @property
     def service_url(self) -> str:
         return f"pulsar://{LOOPBACK}:{self.port}"
@@ -206,20 +188,11 @@ class PulsarBroker:
         return f"http://{LOOPBACK}:{self.web_port}"
 
     @property
-    def tcp_address(self) -> str:
-        return f"{LOOPBACK}:{self.port}"
+    def tcp_port(self) -> int:  # (the binary protocol's: tcp_address)
+        return self.port
 
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        return f"<PulsarBroker {self.service_url} web={self.web_url} {state}>"
+    def _addresses(self) -> str:
+        return f"{self.service_url} web={self.web_url}"
 
     # -- files
     def _config_text(self) -> str:
@@ -276,75 +249,43 @@ class PulsarBroker:
         ]
         return cmd
 
-    def log_tail(self, max_bytes: int = 4000) -> str:
-        """Last bytes of the broker's combined stdout/stderr log."""
-        if not self.log_path:
-            return ""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - max_bytes))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
     # -- lifecycle
     def start(self) -> "PulsarBroker":
         """Start on fresh free ports and wait until the admin API answers; no-op if running.
 
         After ``kill(keep_data=True)`` or ``stop(keep_data=True)`` it starts again on the kept data
-        dir, ports and config instead. Raises ServerStartError (with the log tail) if the JVM exits
-        or is not ready within ``start_timeout``; nothing is left behind in that case.
+        dir, ports and config instead. Raises ServerStartError (with the log) if the JVM exits or is
+        not ready within ``start_timeout``; nothing is left behind in that case.
         """
         with self._lock:
             if self.running:
                 return self
             require_pulsar_lib(self.lib_dir)
+            refuse_in_unit_run("a Pulsar broker")
             began = time.monotonic()
+            restart = self._kept
             try:
-                restart = self._kept
-                self._spawn()
-                self._wait_ready(began + self.start_timeout)
+                if not restart:
+                    self._make_dir()
+                    self.port, self.web_port, self.bookie_port = free_port(), free_port(), free_port()
+                with open(os.path.join(self.tmp_dir, "standalone.conf"), "w") as f:
+                    f.write(self._config_text())
+                with open(os.path.join(self.tmp_dir, "log4j2.xml"), "w") as f:
+                    f.write(_LOG4J2_XML)
+                log_offset = self._spawn()
+                self._wait_ready(began + self.start_timeout, log_offset)
                 if restart:
                     # On its old data the admin API answers seconds before the bookie is back
                     # ("Not enough non-faulty bookies"): wait until a message can be stored.
-                    self._wait_ready(began + self.start_timeout, self.healthy)
+                    self._wait_ready(began + self.start_timeout, log_offset, self.healthy)
             except BaseException:  # also a pytest-timeout or Ctrl-C in the middle of the wait
-                self._kept = False
-                self._cleanup(kill=True)
+                self.kill()
                 raise
-            if self._kept:
+            if restart:
                 self.restarts += 1
             self._kept = False
             self.start_seconds = time.monotonic() - began
             return self
-
-    def _spawn(self) -> None:
-        if not self._kept:
-            self.tmp_dir = tempfile.mkdtemp(prefix="pulsar-standalone-")
-            self.log_path = os.path.join(self.tmp_dir, "pulsar-standalone.log")
-            self.port = free_port()
-            self.web_port = free_port()
-            self.bookie_port = free_port()
-        with open(os.path.join(self.tmp_dir, "standalone.conf"), "w") as f:
-            f.write(self._config_text())
-        with open(os.path.join(self.tmp_dir, "log4j2.xml"), "w") as f:
-            f.write(_LOG4J2_XML)
-        cmd = self._command()
-        self._log_file = open(self.log_path, "ab")
-        self._log_file.write(f"==== {time.strftime('%H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
-        self._log_file.flush()
-        _live_brokers.add(self)
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            cwd=self.tmp_dir,
-            close_fds=True,
-            preexec_fn=_pdeathsig_preexec(),  # the JVM dies with us even on SIGKILL (Linux)
-        )
 
     def _ready(self) -> bool:
         # The binary port accepts connections well before the broker serves: the admin API is the
@@ -370,70 +311,27 @@ class PulsarBroker:
         except (OSError, http.client.HTTPException):
             return False
 
-    def _wait_ready(self, deadline: float, ready: Optional[Any] = None) -> None:
-        ready = ready or self._ready
-        while True:
-            if self.proc.poll() is not None:
-                raise ServerStartError(
-                    f"the Pulsar broker exited with code {self.proc.returncode} during startup "
-                    f"(port {self.port}, web {self.web_port}); log tail:\n{self.log_tail(6000)}"
-                )
-            if ready():
-                return
-            if time.monotonic() >= deadline:
-                raise ServerStartError(
-                    f"the Pulsar broker was not ready within {self.start_timeout:.0f}s "
-                    f"(GET {self.web_url}/admin/v2/clusters); log tail:\n{self.log_tail(6000)}"
-                )
-            time.sleep(0.2)
-
     def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT, keep_data: bool = False) -> Optional[int]:
         """SIGTERM, wait up to ``timeout`` (then SIGKILL); remove the temp dir (keep it, and the
         ports, for the next start() with ``keep_data=True``). Returns the exit code."""
         with self._lock:
-            proc = self.proc
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    pass
-            self._cleanup(kill=True, keep_data=keep_data)
-            return None if proc is None else proc.returncode
+            code = super().stop(timeout)
+            self._keep_data(keep_data)
+            return code
 
     def kill(self, keep_data: bool = False) -> Optional[int]:
         """SIGKILL at once (a crash: nothing flushed, no clean shutdown); remove the temp dir, or
         with ``keep_data=True`` keep it and the ports for the next start(). Returns the exit code."""
         with self._lock:
-            proc = self.proc
-            self._cleanup(kill=True, keep_data=keep_data)
-            return None if proc is None else proc.returncode
+            code = super().kill()
+            self._keep_data(keep_data)
+            return code
 
-    def _cleanup(self, kill: bool, keep_data: bool = False) -> None:
-        proc = self.proc
-        if proc is not None:
-            if kill and proc.poll() is None:
-                proc.kill()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-                pass
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if keep_data and self.tmp_dir is not None:
-            self._kept = True  # the atexit net still removes it if nobody starts or stops it again
-            return
-        self._kept = False
-        if self.tmp_dir is not None:
-            if os.environ.get("NSQ_TEST_KEEP_DIRS"):
-                sys.stderr.write(f"kept Pulsar broker dir {self.tmp_dir}\n")
-            else:
-                shutil.rmtree(self.tmp_dir, ignore_errors=True)
-        _live_brokers.discard(self)
-
-    def __enter__(self) -> "PulsarBroker":
-        return self.start()
+    def _keep_data(self, keep: bool) -> None:
+        # kept: the atexit net still removes it if nobody starts or stops the broker again
+        self._kept = keep and self.tmp_dir is not None
+        if not self._kept:
+            self._remove_dir()
 
     def __exit__(self, *exc) -> None:
         self.stop()

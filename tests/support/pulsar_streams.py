@@ -1,7 +1,7 @@
 # A stream of messages for Pulsar fault tests, on either backend: a Sender task that publishes with
 # send_async and remembers every callback, and a Collector task that receives, acknowledges and
-# remembers every payload. tests/test_pulsar_faults.py (a relay in front of the broker) and
-# tests/test_pulsar_crash.py (the broker killed and restarted) drive them.
+# remembers every payload. tests/pulsar/test_faults.py (a relay in front of the broker) and
+# tests/pulsar/test_crash.py (the broker killed and restarted) drive them.
 from __future__ import annotations
 
 import pulsarfast as pulsar

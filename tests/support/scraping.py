@@ -1,5 +1,5 @@
-# Scraping a prometheus_client registry in the metrics tests (test_metrics.py,
-# test_pulsar_metrics.py): as text from generate_latest, or over HTTP from start_http_server on a
+# Scraping a prometheus_client registry in the metrics tests (tests/nsq/test_metrics.py,
+# tests/pulsar/test_metrics.py): as text from generate_latest, or over HTTP from start_http_server on a
 # free loopback port, parsed into {(sample name, labels): value}.
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import urllib.request
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-from waiting import run_blocking
+from .waiting import run_blocking
 
 
 def parse(text: str) -> dict[tuple[str, frozenset], float]:

@@ -1,25 +1,22 @@
 # Test harness that runs REAL nsqd / nsqlookupd processes (pinned v1.3.0 from ci/install-nsq.sh) on
 # loopback ports in private temp dirs, plus small HTTP helpers (pub, mpub, stats, lookup). No fakes.
+# The process handling (spawn, readiness wait, stop, kill, close, log) is ServerProcess's (processes.py).
 from __future__ import annotations
 
-import atexit
 import os
-import random
-import shutil
-import signal
-import socket
 import struct
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import requests
 
+from .ports import LOOPBACK, free_port
+from .processes import ServerProcess, ServerStartError, refuse_in_unit_run
+
 __all__ = [
     "REPO_ROOT",
+    "PROGRAMS_DIR",
     "NsqBinaryNotFound",
     "ServerStartError",
     "nsq_bin_dir",
@@ -31,8 +28,9 @@ __all__ = [
     "Nsqlookupd",
 ]
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOOPBACK = "127.0.0.1"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: the programs the tests run as subprocesses (tests/support/programs/)
+PROGRAMS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 REQUIRED_BINARIES = ("nsqd", "nsqlookupd")
 DEFAULT_START_TIMEOUT = 15.0
 HTTP_TIMEOUT = 10.0
@@ -42,10 +40,6 @@ _MPUB_BATCH_BYTES = 4 * 1024 * 1024
 
 class NsqBinaryNotFound(RuntimeError):
     """The pinned nsq binaries are not installed."""
-
-
-class ServerStartError(RuntimeError):
-    """A server process failed to come up (message carries its log tail)."""
 
 
 # --------------------------------------------------------------------------- binaries
@@ -76,57 +70,6 @@ def nsq_binary(name: str) -> str:
 
 # --------------------------------------------------------------------------- ports / polling
 
-_port_lock = threading.Lock()
-_handed_out: set = set()
-
-
-def _ephemeral_range() -> tuple:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = (int(x) for x in f.read().split())
-            return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def _bindable(port: int) -> bool:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((LOOPBACK, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1, never the same twice in this process.
-
-    Ports are drawn below the kernel's ephemeral range when possible, so outgoing
-    client connections cannot grab a server's port between its stop() and start().
-    """
-    lo, _hi = _ephemeral_range()
-    with _port_lock:
-        if lo > 12000:
-            for _ in range(200):
-                port = random.randint(10000, lo - 1)
-                if port not in _handed_out and _bindable(port):
-                    _handed_out.add(port)
-                    return port
-        for _ in range(50):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                s.bind((LOOPBACK, 0))
-                port = s.getsockname()[1]
-            finally:
-                s.close()
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
-    raise RuntimeError("could not find a free loopback port")
-
-
 def wait_until(
     predicate: Callable[[], Any],
     timeout: float = 10.0,
@@ -148,36 +91,7 @@ def wait_until(
         time.sleep(interval)
 
 
-# --------------------------------------------------------------------------- process base
-
-_live_servers: set = set()  # strong refs until close(): the atexit net must still see forgotten servers
-
-
-@atexit.register
-def _kill_leftovers() -> None:  # safety net if a test forgot close()
-    for server in list(_live_servers):
-        try:
-            server.close()
-        except Exception:
-            pass
-
-
-def _pdeathsig_preexec() -> Optional[Callable[[], None]]:
-    """Make the child die with us (Linux). Only from the main thread: the signal fires when the *thread* exits."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-    except Exception:
-        return None
-    PR_SET_PDEATHSIG = 1
-
-    def preexec() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-    return preexec
+# --------------------------------------------------------------------------- nsq servers
 
 
 def _as_lookupd_addresses(lookupd: Any) -> list:
@@ -198,27 +112,23 @@ def _unwrap(payload: Any) -> Any:
     return payload
 
 
-class _Server:
-    """Common process handling for nsqd / nsqlookupd."""
+class _Server(ServerProcess):
+    """What nsqd and nsqlookupd share: ports and temp dir picked at construction, kept by stop() /
+    kill() / start() (a restart is on the same ports and data) until close(); HTTP helpers."""
 
-    binary_name = ""
     ping_path = "/ping"
+    ready_check = "GET /ping answers OK"
 
     def __init__(self, extra_flags: Iterable[str] = (), start: bool = True, start_timeout: float = DEFAULT_START_TIMEOUT):
+        refuse_in_unit_run(self.binary_name)
         self._bin = nsq_binary(self.binary_name)
+        super().__init__(start_timeout)
         self.extra_flags = [str(f) for f in extra_flags]
-        self.start_timeout = start_timeout
-        self.tmp_dir = tempfile.mkdtemp(prefix=f"{self.binary_name}-")
-        self.log_path = os.path.join(self.tmp_dir, f"{self.binary_name}.log")
-        self.proc: Optional[subprocess.Popen] = None
-        self._log_file = None
-        self._closed = False
-        self._lock = threading.RLock()
         self._local = threading.local()
         self._session_gen = 0
         self.tcp_port = free_port()
         self.http_port = free_port()
-        _live_servers.add(self)
+        self._make_dir()
         if start:
             try:
                 self._start(first=True)
@@ -228,14 +138,6 @@ class _Server:
 
     # -- addresses
     @property
-    def host(self) -> str:
-        return LOOPBACK
-
-    @property
-    def tcp_address(self) -> str:
-        return f"{LOOPBACK}:{self.tcp_port}"
-
-    @property
     def http_address(self) -> str:
         return f"{LOOPBACK}:{self.http_port}"
 
@@ -243,119 +145,32 @@ class _Server:
     def http_url(self) -> str:
         return f"http://{LOOPBACK}:{self.http_port}"
 
+    def _addresses(self) -> str:
+        return f"tcp={self.tcp_address} http={self.http_address}"
+
     # -- process
-    def _command(self) -> list:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def returncode(self) -> Optional[int]:
-        return None if self.proc is None else self.proc.poll()
-
-    def log_tail(self, max_bytes: int = 4000) -> str:
-        """Last bytes of the server's combined stdout/stderr log (all runs of this instance)."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - max_bytes))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def _run_log(self, offset: int, head: int = 1500, tail: int = 3000) -> str:
-        """Log written since ``offset`` (one run): all of it if short, else its head and tail."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        if len(text) <= head + tail + 100:
-            return text
-        return text[:head] + "\n[...]\n" + text[-tail:]
-
-    def _spawn(self) -> None:
-        self._log_file = open(self.log_path, "ab")
-        self._log_file.write(f"==== {time.strftime('%H:%M:%S')} starting: {' '.join(self._command())}\n".encode())
-        self._log_file.flush()
-        self.proc = subprocess.Popen(
-            self._command(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            cwd=self.tmp_dir,
-            close_fds=True,
-            preexec_fn=_pdeathsig_preexec(),
-        )
-
-    def _reap(self) -> None:
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        self._reset_sessions()
-
-    def _ping_ok(self) -> bool:
+    def _ready(self) -> bool:
         try:
             r = requests.get(self.http_url + self.ping_path, timeout=1.0)
         except requests.RequestException:
             return False
         return r.status_code == 200 and r.text.strip() == "OK"
 
-    def _wait_ready(self, timeout: float, log_offset: int = 0) -> None:
-        """Wait for /ping == OK; raise ServerStartError (with log tail) if the process exits or the deadline passes."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                rc = self.proc.returncode
-                self._reap()
-                raise ServerStartError(
-                    f"{self.binary_name} exited with code {rc} during startup "
-                    f"(tcp {self.tcp_port}, http {self.http_port}); log:\n{self._run_log(log_offset)}"
-                )
-            if self._ping_ok():
-                return
-            if time.monotonic() >= deadline:
-                self.proc.kill()
-                self._reap()
-                raise ServerStartError(
-                    f"{self.binary_name} did not answer {self.ping_path} within {timeout:.1f}s; log:\n{self._run_log(log_offset)}"
-                )
-            time.sleep(0.02)
-
     def _start(self, first: bool) -> None:
         with self._lock:
-            if self._closed:
-                raise RuntimeError(f"{self.binary_name} instance is closed")
             if self.running:
                 return
             deadline = time.monotonic() + self.start_timeout
             attempt = 0
             while True:
                 attempt += 1
-                log_size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
-                self._spawn()
+                log_offset = self._spawn()
                 try:
-                    self._wait_ready(max(1.0, deadline - time.monotonic()), log_size)
+                    self._wait_ready(max(deadline, time.monotonic() + 1.0), log_offset)
                     return
                 except ServerStartError:
-                    with open(self.log_path, "rb") as f:
-                        f.seek(log_size)
-                        new_log = f.read().decode("utf-8", "replace")
-                    if "address already in use" not in new_log or time.monotonic() >= deadline or attempt >= 50:
+                    if ("address already in use" not in self._log_since(log_offset)
+                            or time.monotonic() >= deadline or attempt >= 50):
                         raise
                     if first:
                         # a port got taken between free_port() and bind: pick new ones
@@ -369,63 +184,14 @@ class _Server:
         self._start(first=False)
         return self
 
-    def stop(self, timeout: float = 10.0) -> Optional[int]:
-        """Graceful stop: SIGTERM and wait (SIGKILL after ``timeout``). Returns the exit code."""
-        with self._lock:
-            if self.proc is None:
-                return None
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-            self._reap()
-            return self.proc.returncode
-
-    def kill(self) -> Optional[int]:
-        """Hard stop: SIGKILL and wait. Returns the exit code."""
-        with self._lock:
-            if self.proc is None:
-                return None
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self._reap()
-            return self.proc.returncode
+    def _end(self, timeout: Optional[float]) -> Optional[int]:
+        code = super()._end(timeout)
+        self._reset_sessions()  # (their keep-alive connections were to the process that ended)
+        return code
 
     def restart(self) -> "_Server":
         self.stop()
         return self.start()
-
-    def close(self) -> None:
-        """Kill the process and remove the temp dir (data + logs). Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                self.kill()
-            finally:
-                if self._log_file is not None:
-                    self._log_file.close()
-                    self._log_file = None
-                if os.environ.get("NSQ_TEST_KEEP_DIRS"):
-                    sys.stderr.write(f"kept {self.binary_name} dir {self.tmp_dir}\n")
-                else:
-                    shutil.rmtree(self.tmp_dir, ignore_errors=True)
-                _live_servers.discard(self)
-
-    def __enter__(self):
-        if not self.running:
-            self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        return f"<{type(self).__name__} tcp={self.tcp_address} http={self.http_address} {state}>"
 
     # -- HTTP
     def _reset_sessions(self) -> None:
@@ -466,7 +232,7 @@ class _Server:
         return r.text
 
     def ping(self) -> bool:
-        return self._ping_ok()
+        return self._ready()
 
 
 # --------------------------------------------------------------------------- nsqd

@@ -1,6 +1,6 @@
 # Waiting in tests, on either backend: wait_for (poll until a condition holds), stays (a
 # condition that must keep holding, for things that must NOT happen) and run_blocking (call a
-# blocking harness helper, e.g. the HTTP stats of tests/servers.py, without stalling gevent).
+# blocking harness helper, e.g. the HTTP stats of tests/support/servers.py, without stalling gevent).
 # They sleep with the backend's own sleep, so the gevent hub keeps running while a gevent test
 # waits. Test files import these instead of defining their own polling loops; a file whose
 # waits need another default timeout binds it once, e.g.

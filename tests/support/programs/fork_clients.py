@@ -1,6 +1,6 @@
 """A Writer and a Reader made and used in a parent, then os.fork(), as
 gunicorn --preload, Celery prefork and multiprocessing do: run as a
-subprocess by tests/test_threads_and_greenlets.py, on either backend.
+subprocess by tests/engine/test_threads_and_greenlets.py, on either backend.
 
 The child publishes on the inherited Writer and then tries to run the
 inherited (started) Reader; the parent goes on publishing and consuming.

@@ -1,5 +1,5 @@
 """A program with an event loop (tornado's, or plain asyncio with --asyncio):
-run as a subprocess by tests/test_loop_programs.py.
+run as a subprocess by tests/nsq/test_loop_programs.py.
 
 Checks, from inside: handlers and pub callbacks run on the loop's thread;
 ``await writer.pub()`` on the loop gives b"OK" without blocking it (a ticker

@@ -1,5 +1,5 @@
 """A gevent program that mixes what real applications do with this library:
-run as a subprocess by tests/test_threads_and_greenlets.py.
+run as a subprocess by tests/engine/test_threads_and_greenlets.py.
 
 Under ``monkey.patch_all()``: Readers found through nsqlookupd (the lookups
 run on OS threads), async messages finished from real OS threads, Readers
@@ -8,8 +8,16 @@ publishers on one Writer from greenlets and from real OS threads (blocking
 and with callbacks), while the test restarts nsqd under it. A greenlet
 samples libev's active-watcher count all along.
 
-Prints one JSON line: what was acknowledged, what arrived, the lowest count
-seen, the calls that did not return in time, and the errors by type.
+A reader is replaced every ``--churn-every`` seconds (a round), after which
+the program prints ``ROUND {"closes": n, "acked": {kind: count}}`` (kinds:
+"g" greenlets, "t" OS threads, "cb" callbacks). The test restarts nsqd
+when it has seen enough rounds, then writes ``RESTARTED`` on the program's
+stdin: the program goes on until two more rounds have passed and every kind
+of publisher has been acknowledged again since then (or ``--max-seconds``).
+
+Prints one JSON line: what was acknowledged (in all, and since RESTARTED),
+what arrived, the lowest count seen, the calls that did not return in time,
+and the errors by type.
 """
 from gevent import monkey
 
@@ -31,12 +39,16 @@ os_sleep = monkey.get_original("time", "sleep")
 os_monotonic = monkey.get_original("time", "monotonic")
 
 PUBLISH_TIMEOUT = 3.0
+KINDS = ("g", "t", "cb")  # publishers: greenlets, OS threads (blocking), an OS thread with callbacks
 HUNG_AFTER = PUBLISH_TIMEOUT + 10.0  # a call taking longer than this never returned in time
 
 
 class Stats:
     def __init__(self):
         self.acked = set()
+        # (for the ROUND lines, counting a set other threads grow would fail; every key is there
+        # from the start, so that copying this while they count cannot fail either)
+        self.acked_by_kind = collections.Counter({kind: 0 for kind in KINDS})
         self.received = set()
         self.errors = collections.Counter()
         self.slowest_call = 0.0
@@ -84,6 +96,7 @@ def publisher(stats, writer, topic, prefix, pause):
         try:
             writer.pub(topic, body)
             stats.acked.add(body)
+            stats.acked_by_kind[prefix[0]] += 1
         except nsq.Error as exc:
             stats.error(exc)
         stats.timed(started)
@@ -96,6 +109,7 @@ def callback_publisher(stats, writer, topic):
     def answered(conn, result, body):
         if result == b"OK":
             stats.acked.add(body)
+            stats.acked_by_kind["cb"] += 1
         else:
             stats.error(result)
 
@@ -114,7 +128,8 @@ def main():
     parser.add_argument("--nsqd", required=True)
     parser.add_argument("--lookupd", required=True)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--churn-every", type=float, default=1.0, help="seconds between two reader replacements")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="stop then, RESTARTED or not")
     args = parser.parse_args()
 
     backend = get_backend("auto")
@@ -152,7 +167,9 @@ def main():
     def new_reader(name):
         return nsq.Reader(
             args.topic, "mixed", handler, lookupd_http_addresses=["http://" + args.lookupd],
-            lookupd_poll_interval=0.5, lookupd_poll_jitter=0.1, max_in_flight=50, msg_timeout=2.0,
+            # (what a closed reader had in flight comes back to the others, or to the collector, after
+            # msg_timeout: 1 s, the least nsqd takes)
+            lookupd_poll_interval=0.5, lookupd_poll_jitter=0.1, max_in_flight=50, msg_timeout=1.0,
             user_agent=name, close_timeout=3.0,
         )
 
@@ -172,11 +189,26 @@ def main():
     threads = [os_thread(publisher, stats, writer, args.topic, "t%d" % i, lambda: os_sleep(0.001)) for i in range(2)]
     threads.append(os_thread(callback_publisher, stats, writer, args.topic))
 
-    print("STARTED", flush=True)
-    deadline = os_monotonic() + args.seconds
+    # the test's word that it restarted nsqd, read on an OS thread: the acked counts and rounds then
     closes = 0
-    while os_monotonic() < deadline:
-        gevent.sleep(1.0)
+    restarted = {}
+
+    def read_stdin():
+        for line in sys.stdin:
+            if line.strip() == "RESTARTED" and not restarted:
+                restarted.update(acked=dict(stats.acked_by_kind), closes=closes)
+
+    os_thread(read_stdin)
+
+    def done_after_restart():
+        return bool(restarted) and closes >= restarted["closes"] + 2 and all(
+            stats.acked_by_kind[kind] > restarted["acked"].get(kind, 0) for kind in KINDS
+        )
+
+    print("STARTED", flush=True)
+    deadline = os_monotonic() + args.max_seconds
+    while os_monotonic() < deadline and not done_after_restart():
+        gevent.sleep(args.churn_every)
         old = readers.pop(0)
         if closes % 2:
             joined(os_thread(old.close), HUNG_AFTER)
@@ -186,6 +218,7 @@ def main():
         replacement = new_reader("r%d" % (closes + 1))
         replacement.start()
         readers.append(replacement)
+        print("ROUND %s" % json.dumps({"closes": closes, "acked": dict(stats.acked_by_kind)}), flush=True)
 
     stats.stop = True
     hung = 0
@@ -215,6 +248,9 @@ def main():
     print(json.dumps({
         "acked": len(stats.acked),
         "acked_by": dict(collections.Counter(b.split(b"-")[0].decode()[:2] for b in stats.acked)),
+        "acked_since_restarted": {
+            kind: stats.acked_by_kind[kind] - restarted["acked"].get(kind, 0) for kind in KINDS
+        } if restarted else None,
         "missing": missing[:20],
         "missing_count": len(missing),
         "min_activecnt": min(stats.min_activecnt, loop.activecnt),

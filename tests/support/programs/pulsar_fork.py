@@ -1,5 +1,5 @@
 """A pulsarfast Client made and used in a parent, then os.fork(): run as a
-subprocess by tests/test_pulsar_runtime.py, on either backend (under gevent,
+subprocess by tests/pulsar/test_runtime.py, on either backend (under gevent,
 the fork happens on the main greenlet).
 
 The child tries each public call on the inherited client, producer and

@@ -1,5 +1,5 @@
 """Blocks in ``consumer.receive()`` (no timeout) until a signal ends it: run
-as a subprocess by tests/test_pulsar_runtime.py.
+as a subprocess by tests/pulsar/test_runtime.py.
 
 ``--backend gevent|threads|gevent-patched`` (the last: gevent after
 ``monkey.patch_all()``, as gevent applications run). Prints READY once the

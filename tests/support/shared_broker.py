@@ -1,0 +1,135 @@
+"""The one Pulsar broker a test run shares between its processes, started on first use.
+
+A JVM broker takes seconds to start and most of a GiB to run, so a run starts one, whatever
+the number of pytest-xdist workers. The run's controller (the pytest process that starts the
+workers, or the only pytest process) owns it: a ``BrokerService`` thread there starts it when
+the first test anywhere asks for it (``attach()`` drops a request file in the run dir) and
+publishes its addresses in ``<run dir>/pulsar.json``; ``BrokerService.close()`` stops it at
+the end of the run. The JVM is started by that thread, which lives until the broker is stopped,
+so it dies with the controller even on SIGKILL (PR_SET_PDEATHSIG).
+
+Every other process gets a ``SharedPulsarBroker``: the admin helpers of ``PulsarBroker`` on
+the shared one's addresses, and no way to stop, kill or freeze it (a test that needs that
+starts a broker of its own).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Optional
+
+from .processes import refuse_in_unit_run
+from .pulsar_broker import PulsarBroker
+
+__all__ = ["BrokerService", "SharedPulsarBroker", "attach"]
+
+REQUEST_FILE = "pulsar.request"
+INFO_FILE = "pulsar.json"
+ERROR_FILE = "pulsar.error"
+#: how long a test waits for the shared broker (its start is bounded by PulsarBroker's own timeout)
+ATTACH_TIMEOUT = 180.0
+
+
+class BrokerService:
+    """In the run's controller: starts the shared broker on the first request, stops it at the end."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self.broker: Optional[PulsarBroker] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="shared-pulsar-broker", daemon=True)
+
+    def start(self) -> "BrokerService":
+        self._thread.start()
+        return self
+
+    def _serve(self) -> None:
+        request = os.path.join(self.run_dir, REQUEST_FILE)
+        while not self._stop.wait(0.05):
+            if os.path.exists(request):
+                break
+        else:
+            return
+        broker = PulsarBroker(started_by_lasting_thread=True)
+        self.broker = broker
+        try:
+            broker.start()
+        except BaseException as exc:  # the tests waiting for it report why
+            _write_atomically(os.path.join(self.run_dir, ERROR_FILE), "%s: %s" % (type(exc).__name__, exc))
+            return
+        info = {"port": broker.port, "web_port": broker.web_port, "bookie_port": broker.bookie_port,
+                "log_path": broker.log_path, "pid": broker.pid, "start_seconds": broker.start_seconds}
+        _write_atomically(os.path.join(self.run_dir, INFO_FILE), json.dumps(info))
+        self._stop.wait()
+        broker.kill()  # (its data goes with it: no need for a graceful stop's 5 s)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        if self.broker is not None and self._thread.is_alive():  # pragma: no cover - a hung stop
+            self.broker.kill()
+
+
+def _write_atomically(path: str, text: str) -> None:
+    partial = path + ".partial"
+    with open(partial, "w") as f:
+        f.write(text)
+    os.replace(partial, path)
+
+
+class SharedPulsarBroker(PulsarBroker):
+    """A handle on the run's shared broker: its addresses and admin API, not its process."""
+
+    def __init__(self, info: dict[str, Any]):
+        super().__init__()
+        self.port = int(info["port"])
+        self.web_port = int(info["web_port"])
+        self.bookie_port = int(info["bookie_port"])
+        self.log_path = info["log_path"]
+        self.start_seconds = info.get("start_seconds")
+        self._shared_pid = int(info["pid"])
+
+    @property
+    def pid(self) -> Optional[int]:
+        return None  # (no signals to a broker other tests use at the same time)
+
+    @property
+    def running(self) -> bool:
+        try:
+            os.kill(self._shared_pid, 0)
+        except OSError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"<SharedPulsarBroker {self.service_url} web={self.web_url}>"
+
+    def _not_ours(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the run's shared Pulsar broker is stopped by the run: a test that stops, kills or "
+                           "freezes a broker uses one of its own (the private_pulsar_broker fixture)")
+
+    start = stop = kill = _not_ours  # type: ignore[assignment]
+
+
+def attach(run_dir: str, timeout: float = ATTACH_TIMEOUT) -> SharedPulsarBroker:
+    """Ask the run's controller for the shared broker (started now if nobody asked before) and wait for it."""
+    refuse_in_unit_run("the shared Pulsar broker")
+    info_path = os.path.join(run_dir, INFO_FILE)
+    error_path = os.path.join(run_dir, ERROR_FILE)
+    if not os.path.exists(info_path):
+        with open(os.path.join(run_dir, REQUEST_FILE), "a"):
+            pass
+    deadline = time.monotonic() + timeout
+    while True:
+        if os.path.exists(info_path):
+            with open(info_path) as f:
+                return SharedPulsarBroker(json.load(f))
+        if os.path.exists(error_path):
+            with open(error_path) as f:
+                raise RuntimeError("the run's shared Pulsar broker did not start: " + f.read())
+        if time.monotonic() >= deadline:
+            raise RuntimeError("the run's shared Pulsar broker was not ready within %.0f s (is the controller "
+                               "serving it? %s)" % (timeout, run_dir))
+        time.sleep(0.05)
