@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import itertools
 import logging
 import random
 import time
@@ -201,11 +202,12 @@ class PartitionProducer:
         self._epoch = 0
         self._room_waiters: list[Any] = []
         self._drain_waiters: list[Any] = []
-        #: groups of sends taken out of the queue whose callbacks have not all run yet (flush waits
-        #: for them too), and the tasks running such callbacks now (a flush from one of those
-        #: callbacks does not wait for itself)
-        self._finishing = 0
-        self._finishing_in: dict[int, int] = {}
+        #: groups of sends taken out of the queue whose callbacks have not all run yet (a token ->
+        #: the group's lowest sequence id: flush() waits for those of the sends before it), and
+        #: the task running each group's callbacks (a flush from a callback does not wait for them)
+        self._finishing: dict[int, int] = {}
+        self._finishing_task: dict[int, int] = {}
+        self._finishing_tokens = itertools.count()
         self._timer: Any = None
         self._waiting_messages = 0  # messages sent and not answered yet, the open batch's included
         self._sent = 0  # messages acknowledged by the broker (under the lock)
@@ -408,32 +410,32 @@ class PartitionProducer:
         for waiter in waiters:
             waiter.set()
 
-    def _finishing_locked(self) -> list[Any]:
+    def _finishing_locked(self, sends: list[_Send]) -> tuple[list[Any], int]:
         """Sends are taken out of the queue to be finished (under the lock): the senders waiting
-        for room, to wake now; flush() waits until ``_finish()`` has run their callbacks."""
-        self._finishing += 1
+        for room, to wake now, and the group's token; flush() waits until ``_finish(token)`` has
+        run their callbacks."""
+        token = next(self._finishing_tokens)
+        self._finishing[token] = min((send.sequence_id for send in sends), default=-1)
         waiters, self._room_waiters = self._room_waiters, []
-        return waiters
+        return waiters, token
 
-    def _finish(self, sends: list[_Send], message_id: MessageId | None, error: BaseException | None) -> None:
-        """Finish sends taken out by ``_finishing_locked`` (their callbacks run here), then wake flush()."""
-        task = self.backend.current_task_id()
+    def _finish(self, token: int, sends: list[_Send], message_id: MessageId | None,
+                error: BaseException | None) -> None:
+        """Finish the sends of group ``token`` (their callbacks run here), then wake flush()."""
         with self._lock:
-            self._finishing_in[task] = self._finishing_in.get(task, 0) + 1
+            self._finishing_task[token] = self.backend.current_task_id()
         try:
             for send in sends:
                 send.finish(message_id, error)
         finally:
             with self._lock:
-                self._finishing -= 1
-                left = self._finishing_in.pop(task) - 1
-                if left:
-                    self._finishing_in[task] = left
+                del self._finishing[token]
+                del self._finishing_task[token]
                 waiters, self._drain_waiters = self._drain_waiters, []
             self._wake(waiters)
 
-    def _fail(self, sends: list[_Send], error: BaseException) -> None:
-        self._finish(sends, None, error)
+    def _fail(self, token: int, sends: list[_Send], error: BaseException) -> None:
+        self._finish(token, sends, None, error)
 
     def receipt(self, link: _ProducerLink, sequence_id: int, message_id: Any) -> None:
         mid = MessageId.from_proto(message_id, partition=self.partition, topic=self.topic) if message_id else None
@@ -451,14 +453,14 @@ class PartitionProducer:
                 self._waiting_messages -= count
                 self._sent += count
                 self.last_sequence_id = send.members[-1].sequence_id if send.members else sequence_id
-                waiters = self._finishing_locked()
+                waiters, token = self._finishing_locked([send])
         if out_of_order:
             logger.error("[%s] receipt for sequence id %d while %d is the oldest waiting: reconnecting",
                          self.topic, sequence_id, head)
             link.conn.close(NotConnected("receipts out of order"))
             return
         self._wake(waiters)
-        self._finish([send], mid, None)
+        self._finish(token, [send], mid, None)
 
     def send_error(self, link: _ProducerLink, sequence_id: int, error: PulsarException) -> None:
         if error.result is Result.TopicTerminated:
@@ -474,9 +476,9 @@ class PartitionProducer:
                 self._pending.remove(send)
                 self._waiting_messages -= send.count()
                 self._failed += send.count()
-            waiters = self._finishing_locked()
+            waiters, token = self._finishing_locked(failed)
         self._wake(waiters)
-        self._fail(failed, error)
+        self._fail(token, failed, error)
 
     def terminated(self, error: PulsarException) -> None:
         """The broker says the topic is terminated: no send can succeed again.
@@ -488,7 +490,7 @@ class PartitionProducer:
                 return
             self._terminated = str(error)
             failed = self._take_all_locked()
-            waiters = self._finishing_locked()
+            waiters, token = self._finishing_locked(failed)
         logger.info("[%s] the topic is terminated (%s): %d sends failed, the producer is not re-created",
                     self.topic, error, len(failed))
         try:
@@ -498,7 +500,7 @@ class PartitionProducer:
                 link.close()
         finally:
             self._wake(waiters)
-            self._fail(failed, TopicTerminated(self._terminated))
+            self._fail(token, failed, TopicTerminated(self._terminated))
 
     def _expire(self) -> None:
         """The send timeout's timer: fail the sends waiting longer than it."""
@@ -513,10 +515,15 @@ class PartitionProducer:
                 expired.append(send)
             if self._pending and self._pending[0].deadline and not self.closed:
                 self._timer = self.backend.call_later(max(0.001, self._pending[0].deadline - now), self._expire)
-            waiters = self._finishing_locked() if expired else []
-        if expired:
-            self.backend.spawn(self._fail, expired, Timeout("no receipt from the broker within %.1fs" % self.send_timeout))
-            self._wake(waiters)
+            if not expired:
+                return
+            waiters, token = self._finishing_locked(expired)
+        self._wake(waiters)
+        error = Timeout("no receipt from the broker within %.1fs" % self.send_timeout)
+        try:
+            self.backend.spawn(self._fail, token, expired, error)  # (callbacks off the timer's task)
+        except BaseException:  # no task to be had (at interpreter exit): here, then
+            self._fail(token, expired, error)
 
 
     def pending_count(self) -> int:
@@ -536,11 +543,16 @@ class PartitionProducer:
         task = self.backend.current_task_id()
         with self._lock:
             last = self._pending[-1].sequence_id if self._pending else -1
+            before = set(self._finishing)  # (groups taken out before the call: their sends were made before it)
+            # from a send callback: only the receipts, never other callbacks (two callbacks flushing
+            # on two tasks would wait for each other)
+            in_callback = task in self._finishing_task.values()
         deadline = monotonic() + timeout if timeout else None
         while True:
             with self._lock:
                 if ((not self._pending or self._pending[0].sequence_id > last)
-                        and self._finishing == self._finishing_in.get(task, 0)):
+                        and (in_callback or not any(token in before or lowest <= last
+                                                    for token, lowest in self._finishing.items()))):
                     return
                 event = self.backend.event()
                 self._drain_waiters.append(event)
@@ -561,9 +573,9 @@ class PartitionProducer:
             self.closed = True
             link, self._link = self._link, None
             failed = self._take_all_locked()
-            waiters = self._finishing_locked()
+            waiters, token = self._finishing_locked(failed)
         self._wake(waiters)
-        self._fail(failed, AlreadyClosed("producer closed before the broker's receipt"))
+        self._fail(token, failed, AlreadyClosed("producer closed before the broker's receipt"))
         if link is not None and not link.closed:
             try:
                 link.conn.request(lambda rid: proto.close_producer(self.producer_id, rid), timeout)
@@ -593,9 +605,9 @@ class PartitionProducer:
         with self._lock:
             self.closed = True
             failed = self._take_all_locked()
-            waiters = self._finishing_locked()
+            waiters, token = self._finishing_locked(failed)
         self._wake(waiters)
-        self._fail(failed, error)
+        self._fail(token, failed, error)
 
 
 def _check_type(name: str, value: Any, types: Any, type_name: str) -> None:
