@@ -12,11 +12,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # the real-server launcher shared with the tests
+sys.path.insert(0, os.path.dirname(HERE))  # the repo: tests.support.servers, the real-server launcher of the tests
 
 import nsq  # noqa: E402
 from msgengine.runtime import get_backend  # noqa: E402
-from servers import Nsqd, Nsqlookupd  # noqa: E402
+from tests.support.servers import Nsqd, Nsqlookupd  # noqa: E402
 
 BODY = b"x" * 100
 
