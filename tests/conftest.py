@@ -248,7 +248,16 @@ def _is_worker(config) -> bool:
 def pytest_configure(config):
     """In the run's controller: the run dir every process of the run shares (free ports, the
     shared broker's addresses) and the thread that starts the shared broker on first use."""
-    if _is_worker(config) or run_dir() is not None:
+    if _is_worker(config):
+        # the controller's choice (below): workers parse the command line again, without it
+        if config.workerinput.get("nsqfast_dist") == "loadgroup":
+            config.option.loadgroup = True
+        return
+    if getattr(config.option, "dist", "no") == "load":
+        # (what -n alone gives): the xdist_group marks must hold whatever the command line, or each
+        # worker would start the Spark session or a module's broker of its own
+        config.option.dist = "loadgroup"
+    if run_dir() is not None:
         return  # (a worker, or a pytest run inside a test run: the outer run serves)
     directory = tempfile.mkdtemp(prefix="nsqfast-tests-")
     os.environ[RUN_DIR_ENV] = directory  # inherited by the workers, started after this hook
@@ -265,6 +274,12 @@ def pytest_configure(config):
             shutil.rmtree(directory, ignore_errors=True)
 
     config.add_cleanup(finish)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """(pytest-xdist, in the controller) tell each worker how the controller distributes the tests."""
+    node.workerinput["nsqfast_dist"] = node.config.getoption("dist")
 
 
 def _require_pulsar() -> None:
