@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -23,18 +21,12 @@ import nsq
 from msgengine.errors import CallTimeoutError
 from nsq.errors import HubThreadError
 from nsq.runtime import get_backend, os_thread_ident
-from tests.support.servers import PROGRAMS_DIR, REPO_ROOT
+from tests.support.servers import PROGRAMS_DIR
+from tests.support.subprocess_programs import Program, program_env
 from tests.support.waiting import wait_for
 
 PROGRAMS = PROGRAMS_DIR
 WAIT = 10
-
-
-def program_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def last_json_line(text: str) -> dict:
@@ -241,75 +233,8 @@ def test_a_message_answered_from_an_os_thread_under_gevent(nsqd, topic):
 # -- the stress program ---------------------------------------------------------------------
 
 
-class Program:
-    """A program run as a subprocess: its stdout lines come through a queue, its stderr is kept."""
-
-    def __init__(self, args):
-        self.proc = subprocess.Popen(
-            [sys.executable, *args], env=program_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )
-        self.lines: queue.Queue = queue.Queue()
-        self.out: list = []
-        self.err: list = []
-        self._pumps = [
-            threading.Thread(target=self._pump, args=(self.proc.stdout, self.out, self.lines), daemon=True),
-            threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, None), daemon=True),
-        ]
-        for pump in self._pumps:
-            pump.start()
-
-    @staticmethod
-    def _pump(stream, kept, lines):
-        for line in stream:
-            kept.append(line)
-            if lines is not None:
-                lines.put(line)
-        if lines is not None:
-            lines.put(None)  # end of output
-
-    def stderr_tail(self):
-        return "".join(self.err)[-3000:]
-
-    def line(self, timeout):
-        """The next line it prints (None once it has ended)."""
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError("the program printed nothing for %ss; stderr:\n%s" % (timeout, self.stderr_tail()))
-
-    def round_where(self, predicate, timeout):
-        """The first ``ROUND {...}`` line whose report satisfies predicate (the program must print
-        one within timeout seconds)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.line(max(deadline - time.monotonic(), 0.01))
-            assert line is not None, "the program ended early; stderr:\n%s" % self.stderr_tail()
-            if line.startswith("ROUND "):
-                report = json.loads(line[len("ROUND "):])
-                if predicate(report):
-                    return report
-            assert time.monotonic() < deadline, "no round as awaited within %ss (last: %s)" % (timeout, line)
-
-    def say(self, text):
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-
-    def finish(self, timeout):
-        """Wait for it to end; returns (stdout, stderr)."""
-        try:
-            self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc.stdin.close()
-            for pump in self._pumps:
-                pump.join(10)
-        return "".join(self.out), "".join(self.err)
-
-
 @pytest.mark.slow  # (a stress program, 4-7 s)
+@pytest.mark.timeout(240)  # (its own waits, up to 190 s on a loaded machine, report first)
 def test_mixed_threads_and_greenlets_under_load_lose_nothing_and_keep_the_hub_intact(
     nsqd_factory, nsqlookupd, topic
 ):

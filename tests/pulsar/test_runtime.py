@@ -11,37 +11,22 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 
 import pytest
 
 import pulsarfast as pulsar
-from tests.support.servers import PROGRAMS_DIR, REPO_ROOT
+from tests.support.servers import PROGRAMS_DIR
+from tests.support.subprocess_programs import Program, program_env
 
 pytestmark = pytest.mark.timeout(150)
 
 PROGRAMS = PROGRAMS_DIR
 READY_WITHIN = 30.0  # interpreter start, imports, subscribe
 EXIT_WITHIN = 15.0
-
-
-def program_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _default_sigint():
-    # A shell that starts a job in the background (CI runners, `make test &`) leaves SIGINT
-    # ignored in it, and Python then keeps it ignored: give the program a terminal's default,
-    # so that Python installs its own KeyboardInterrupt handler as it does for a user.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def json_lines(text: str) -> list:
@@ -82,64 +67,6 @@ def test_gevent_receive_with_timeout_lets_other_greenlets_run_and_raises_timeout
 
 
 # --------------------------------------------------------------------------- signals
-
-
-class Program:
-    """A program of tests/programs run as a subprocess, its stdout lines read by a thread."""
-
-    def __init__(self, args):
-        self.proc = subprocess.Popen(
-            [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=program_env(), preexec_fn=_default_sigint,
-        )
-        self.lines = queue.Queue()
-        self.stdout = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.stdout.append(line)
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_line(self, wanted, timeout):
-        try:
-            while True:
-                line = self.lines.get(timeout=timeout)
-                if line is None or line == wanted:
-                    return line
-        except queue.Empty:
-            return None
-
-    def wait_exit(self, timeout):
-        """The exit code, or None if the program is still running after timeout (then killed)."""
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            code = None
-        self._reader.join(5)
-        self.stderr = self.proc.stderr.read()
-        self.proc.stderr.close()
-        return code
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def signal_and_wait_exit(self, signum, timeout):
-        """Send signum, then wait_exit(timeout): the exit code, or None (the program is killed in any case)."""
-        try:
-            self.proc.send_signal(signum)
-            return self.wait_exit(timeout)
-        finally:
-            self.kill()
-
-    def report(self):
-        return "stdout:\n%s\nstderr:\n%s" % ("".join(self.stdout), getattr(self, "stderr", "")[-4000:])
 
 
 PROGRAM_BACKENDS = ["gevent", "threads", "gevent-patched"]  # the last: gevent after monkey.patch_all()

@@ -1,22 +1,24 @@
-# Test PKI in pure Python (standard library only, so it runs wherever python3
-# does, with no openssl CLI and no `cryptography` package): RSA-2048 keys,
-# X.509 v3 certificates signed with sha256WithRSAEncryption, written as PEM.
-#
-#   pki = make_pki()               # made once per test run (or per process), files in a temp dir
-#   pki.ca_cert                    # CA certificate (PEM path)
-#   pki.server_cert, .server_key   # SAN: DNS localhost, IP 127.0.0.1
-#   pki.other_cert, .other_key     # same CA, SAN only DNS other.invalid (hostname mismatch)
-#   pki.client_cert, .client_key   # clientAuth, CN "nsq-test-client"
-#   pki.wrong_ca_cert              # an unrelated CA (chain mismatch)
-#   pki.rogue_client_cert          # a client certificate issued by that unrelated CA
-#
-# Certificates carry what strict verifiers (OpenSSL's X509_STRICT, Go) want:
-# basicConstraints (critical), keyUsage, extKeyUsage, subject and authority key
-# identifiers. Nothing here is meant for production use.
+"""Test PKI in pure Python (standard library only, so it runs wherever python3
+does, with no openssl CLI and no `cryptography` package): RSA-2048 keys,
+X.509 v3 certificates signed with sha256WithRSAEncryption, written as PEM.
+
+  pki = make_pki()               # made once per test run (or per process), files in a temp dir
+  pki.ca_cert                    # CA certificate (PEM path)
+  pki.server_cert, .server_key   # SAN: DNS localhost, IP 127.0.0.1
+  pki.other_cert, .other_key     # same CA, SAN only DNS other.invalid (hostname mismatch)
+  pki.client_cert, .client_key   # clientAuth, CN "nsq-test-client"
+  pki.wrong_ca_cert              # an unrelated CA (chain mismatch)
+  pki.rogue_client_cert          # a client certificate issued by that unrelated CA
+
+Certificates carry what strict verifiers (OpenSSL's X509_STRICT, Go) want:
+basicConstraints (critical), keyUsage, extKeyUsage, subject and authority key
+identifiers. Nothing here is meant for production use.
+"""
 from __future__ import annotations
 
 import atexit
 import datetime
+import fcntl
 import hashlib
 import ipaddress
 import math
@@ -281,8 +283,9 @@ class PKI:
 
 _pki: PKI | None = None
 _pki_lock = threading.Lock()
-#: how long a process of a test run waits for another one that makes the run's PKI
-SHARED_PKI_WAIT = 120.0
+#: how long a process of a test run waits for another (live) one that makes the run's PKI, before
+#: making its own; well under the tests' 60 s timeout (making it takes a couple of seconds)
+SHARED_PKI_WAIT = 20.0
 
 
 def make_pki(directory: str | None = None) -> PKI:
@@ -306,9 +309,10 @@ def make_pki(directory: str | None = None) -> PKI:
 
 
 def _run_pki() -> PKI | None:
-    """The test run's PKI in <run dir>/pki: made by whichever process of the run takes the lock
-    file first (into a temp dir renamed into place when complete); None outside a test run, or
-    when the process making it did not finish it in time."""
+    """The test run's PKI in <run dir>/pki: made by whichever process of the run holds the
+    flock on <run dir>/pki.lock first (into a temp dir renamed into place when complete); the
+    kernel releases the lock when its holder dies, so a waiter then takes it and makes the PKI
+    itself. None outside a test run, or when the lock was not had within SHARED_PKI_WAIT."""
     try:
         from .ports import run_dir  # (the run dir's own module; the directory goes with the run)
     except ImportError:  # (run as a script)
@@ -317,23 +321,25 @@ def _run_pki() -> PKI | None:
     if shared is None:
         return None
     final = os.path.join(shared, "pki")
-    lock = final + ".lock"
-    deadline = time.monotonic() + SHARED_PKI_WAIT
-    while not os.path.isdir(final):
-        try:
-            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-        except FileExistsError:  # another process makes it
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.05)
-            continue
-        try:
-            if not os.path.isdir(final):
-                partial = tempfile.mkdtemp(prefix="pki-", dir=shared)
-                _generate(partial)
-                os.rename(partial, final)
-        finally:
-            os.unlink(lock)  # (on failure, another process takes over)
+    if os.path.isdir(final):
+        return _paths(final)
+    fd = os.open(final + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        deadline = time.monotonic() + SHARED_PKI_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:  # another process makes it
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.05)
+        if not os.path.isdir(final):  # (else made while we waited)
+            partial = tempfile.mkdtemp(prefix="pki-", dir=shared)
+            _generate(partial)
+            os.rename(partial, final)
+    finally:
+        os.close(fd)  # (releases the lock)
     return _paths(final)
 
 

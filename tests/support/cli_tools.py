@@ -1,5 +1,5 @@
 # Running the installed console scripts (nsqfast, pulsarfast) as subprocesses, the way a user
-# does, for tests/test_cli_*.py: run() with a timeout, popen() for the ones a test signals, and
+# does, for tests/cli/: run() with a timeout, popen() for the ones a test signals, and
 # the check that a failure is one line on stderr with a non-zero status and no traceback.
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
-# Test harness that runs a REAL Apache Pulsar standalone broker (4.0.7, jars resolved from Maven
-# Central by ci/install-pulsar.sh into .pulsar-lib/) on loopback ports, with its metadata store
-# (embedded RocksDB, no ZooKeeper) and its bookie in a private temp dir, plus small admin-API
-# helpers built on the standard library only. No fakes.
-#
-# The JVM takes several seconds to come up: start ONE broker per test run (tests/conftest.py's
-# session-scoped `pulsar_broker` fixture), not one per test. The process handling (spawn, readiness
-# wait, SIGTERM / SIGKILL, temp dir, log) is ServerProcess's (processes.py).
+"""Test harness that runs a REAL Apache Pulsar standalone broker (4.0.7, jars resolved from Maven
+Central by ci/install-pulsar.sh into .pulsar-lib/) on loopback ports, with its metadata store
+(embedded RocksDB, no ZooKeeper) and its bookie in a private temp dir, plus small admin-API
+helpers built on the standard library only. No fakes.
+
+The JVM takes several seconds to come up: a test run starts ONE shared broker (tests/conftest.py's
+`pulsar_broker`, served to every worker by shared_broker.py), not one per test. The process handling (spawn, readiness
+wait, SIGTERM / SIGKILL, temp dir, log) is ServerProcess's (processes.py).
+"""
 from __future__ import annotations
 
 import glob

@@ -1,6 +1,7 @@
-# Test harness that runs REAL nsqd / nsqlookupd processes (pinned v1.3.0 from ci/install-nsq.sh) on
-# loopback ports in private temp dirs, plus small HTTP helpers (pub, mpub, stats, lookup). No fakes.
-# The process handling (spawn, readiness wait, stop, kill, close, log) is ServerProcess's (processes.py).
+"""Test harness that runs REAL nsqd / nsqlookupd processes (pinned v1.3.0 from ci/install-nsq.sh) on
+loopback ports in private temp dirs, plus small HTTP helpers (pub, mpub, stats, lookup). No fakes.
+The process handling (spawn, readiness wait, stop, kill, close, log) is ServerProcess's (processes.py).
+"""
 from __future__ import annotations
 
 import os
@@ -126,12 +127,13 @@ class _Server(ServerProcess):
         self.extra_flags = [str(f) for f in extra_flags]
         self._local = threading.local()
         self._session_gen = 0
+        self._has_run = False  # (once it has, a start keeps its ports: clients know them)
         self.tcp_port = free_port()
         self.http_port = free_port()
         self._make_dir()
         if start:
             try:
-                self._start(first=True)
+                self._start()
             except BaseException:
                 self.close()
                 raise
@@ -156,7 +158,7 @@ class _Server(ServerProcess):
             return False
         return r.status_code == 200 and r.text.strip() == "OK"
 
-    def _start(self, first: bool) -> None:
+    def _start(self) -> None:
         with self._lock:
             if self.running:
                 return
@@ -167,21 +169,23 @@ class _Server(ServerProcess):
                 log_offset = self._spawn()
                 try:
                     self._wait_ready(max(deadline, time.monotonic() + 1.0), log_offset)
+                    self._has_run = True
                     return
                 except ServerStartError:
                     if ("address already in use" not in self._log_since(log_offset)
                             or time.monotonic() >= deadline or attempt >= 50):
                         raise
-                    if first:
-                        # a port got taken between free_port() and bind: pick new ones
+                    if not self._has_run:
+                        # first-ever start: a port got taken between free_port() and bind: pick new ones
                         self.tcp_port = free_port()
                         self.http_port = free_port()
                     else:
                         time.sleep(0.1)  # restart must keep its ports: retry briefly
 
     def start(self) -> "_Server":
-        """(Re)start on the SAME ports (and data dir) and wait for /ping. No-op if already running."""
-        self._start(first=False)
+        """(Re)start on the SAME ports (and data dir) and wait for /ping. No-op if already running.
+        (The first-ever start, of a server made with ``start=False``, may still move to new ports.)"""
+        self._start()
         return self
 
     def _end(self, timeout: Optional[float]) -> Optional[int]:

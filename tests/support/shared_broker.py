@@ -66,10 +66,17 @@ class BrokerService:
         broker.kill()  # (its data goes with it: no need for a graceful stop's 5 s)
 
     def close(self) -> None:
+        """Stop the broker, also one still starting: the thread then holds the broker's lock in
+        ``start()`` (up to its readiness timeout), so its process is killed here without that lock;
+        the readiness wait sees the exit and the thread ends."""
         self._stop.set()
-        self._thread.join(timeout=60)
-        if self.broker is not None and self._thread.is_alive():  # pragma: no cover - a hung stop
-            self.broker.kill()
+        deadline = time.monotonic() + 60
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            broker = self.broker
+            proc = broker.proc if broker is not None else None
+            if proc is not None:  # (again each round: the thread may spawn it just after we looked)
+                proc.kill()
+            self._thread.join(timeout=0.1)
 
 
 def _write_atomically(path: str, text: str) -> None:
