@@ -202,11 +202,10 @@ class PartitionProducer:
         self._epoch = 0
         self._room_waiters: list[Any] = []
         self._drain_waiters: list[Any] = []
-        #: groups of sends taken out of the queue whose callbacks have not all run yet (a token ->
-        #: the group's lowest sequence id: flush() waits for those of the sends before it), and
-        #: the task running each group's callbacks (a flush from a callback does not wait for them)
-        self._finishing: dict[int, int] = {}
-        self._finishing_task: dict[int, int] = {}
+        #: groups of sends taken out of the queue whose callbacks have not all run yet: a token ->
+        #: (the group's lowest sequence id: flush() waits for those of the sends before it, the task
+        #: running its callbacks: a flush from one of those does not wait for other callbacks)
+        self._finishing: dict[int, tuple[int, int]] = {}
         self._finishing_tokens = itertools.count()
         self._timer: Any = None
         self._waiting_messages = 0  # messages sent and not answered yet, the open batch's included
@@ -415,22 +414,21 @@ class PartitionProducer:
         for room, to wake now, and the group's token; flush() waits until ``_finish(token)`` has
         run their callbacks."""
         token = next(self._finishing_tokens)
-        self._finishing[token] = min((send.sequence_id for send in sends), default=-1)
+        # (sends leave the queue in order: the first has the lowest id; the callbacks run on this
+        # task, but for the send timeout's, which moves them to a task of their own)
+        self._finishing[token] = (sends[0].sequence_id if sends else -1, self.backend.current_task_id())
         waiters, self._room_waiters = self._room_waiters, []
         return waiters, token
 
     def _finish(self, token: int, sends: list[_Send], message_id: MessageId | None,
                 error: BaseException | None) -> None:
         """Finish the sends of group ``token`` (their callbacks run here), then wake flush()."""
-        with self._lock:
-            self._finishing_task[token] = self.backend.current_task_id()
         try:
             for send in sends:
                 send.finish(message_id, error)
         finally:
             with self._lock:
                 del self._finishing[token]
-                del self._finishing_task[token]
                 waiters, self._drain_waiters = self._drain_waiters, []
             self._wake(waiters)
 
@@ -521,9 +519,14 @@ class PartitionProducer:
         self._wake(waiters)
         error = Timeout("no receipt from the broker within %.1fs" % self.send_timeout)
         try:
-            self.backend.spawn(self._fail, token, expired, error)  # (callbacks off the timer's task)
+            self.backend.spawn(self._fail_on_this_task, token, expired, error)  # (callbacks off the timer's task)
         except BaseException:  # no task to be had (at interpreter exit): here, then
             self._fail(token, expired, error)
+
+    def _fail_on_this_task(self, token: int, sends: list[_Send], error: BaseException) -> None:
+        with self._lock:
+            self._finishing[token] = (self._finishing[token][0], self.backend.current_task_id())
+        self._fail(token, sends, error)
 
 
     def pending_count(self) -> int:
@@ -546,13 +549,13 @@ class PartitionProducer:
             before = set(self._finishing)  # (groups taken out before the call: their sends were made before it)
             # from a send callback: only the receipts, never other callbacks (two callbacks flushing
             # on two tasks would wait for each other)
-            in_callback = task in self._finishing_task.values()
+            in_callback = any(runner == task for _lowest, runner in self._finishing.values())
         deadline = monotonic() + timeout if timeout else None
         while True:
             with self._lock:
                 if ((not self._pending or self._pending[0].sequence_id > last)
                         and (in_callback or not any(token in before or lowest <= last
-                                                    for token, lowest in self._finishing.items()))):
+                                                    for token, (lowest, _runner) in self._finishing.items()))):
                     return
                 event = self.backend.event()
                 self._drain_waiters.append(event)
