@@ -96,6 +96,7 @@ from .deadletter import ConsumerDeadLetterPolicy
 from .enums import ConsumerType, InitialPosition
 from .errors import (
     AlreadyClosed,
+    BrokerMetadataError,
     CumulativeAcknowledgementNotAllowedError,
     InvalidConfiguration,
     NotConnected,
@@ -675,9 +676,21 @@ class TopicConsumer:
         """The id of the topic's last message and the subscription's mark-delete
         position (None when the broker does not say), asked of the broker
         (GET_LAST_MESSAGE_ID)."""
-        link = self._subscribed_link()
-        record = link.conn.request(lambda rid: proto.get_last_message_id(self.consumer_id, rid),
-                                   self.client.operation_timeout)
+        deadline = monotonic() + self.client.operation_timeout
+        while True:
+            link = self._subscribed_link()
+            try:
+                record = link.conn.request(lambda rid: proto.get_last_message_id(self.consumer_id, rid),
+                                           max(0.001, deadline - monotonic()))
+                break
+            except BrokerMetadataError as exc:
+                # right after a seek the broker may answer before its CLOSE_CONSUMER comes: asked on
+                # the subscription it has just dropped, "Consumer not found"; asked again once the
+                # consumer has subscribed again (within the operation timeout)
+                if "Consumer not found" not in str(exc) or monotonic() >= deadline:
+                    raise
+                while not link.closed and monotonic() < deadline:
+                    self.client.backend.sleep(0.01)
         mark_delete = record.consumer_mark_delete_position
         return (MessageId.from_proto(record.last_message_id, topic=self.topic),
                 MessageId.from_proto(mark_delete, topic=self.topic) if mark_delete is not None else None)
