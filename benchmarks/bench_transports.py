@@ -29,7 +29,7 @@ MODES = sys.argv[1:] or ["plain", "snappy", "deflate", "tls", "tls+snappy", "tls
 gevent_backend = get_backend("gevent")
 
 if os.environ.get("SSLSOCK"):
-    import nsq.transport as transport
+    import msgengine.transport as transport
 
     class SSLSocketStream(transport.PlainStream):
         def __init__(self, sock, context, host, read_size):

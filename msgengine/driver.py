@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from .correlator import Pending
 from .errors import StreamClosedError
@@ -65,10 +65,14 @@ class SansIOProtocol(Protocol):
     def waiting_answers(self) -> int: ...
 
 
-class Driver:
-    """Bytes between ``self.protocol`` and ``self.stream``; see the module docstring."""
+P = TypeVar("P", bound=SansIOProtocol)
 
-    protocol: SansIOProtocol
+
+class Driver(Generic[P]):
+    """Bytes between ``self.protocol`` and ``self.stream``; see the module docstring.
+    A client's connection names its protocol object's class: ``Driver[NsqProtocol]``."""
+
+    protocol: P
     #: what close errors are raised and reported as (a client package's own class)
     closed_error: Callable[[str], BaseException] = StreamClosedError
 

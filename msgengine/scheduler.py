@@ -4,17 +4,17 @@ This module owns the process's pending timers (a heap of ``(deadline, seq,
 handle)``), the one daemon OS thread that sleeps until the earliest
 deadline and runs what is due, and what becomes of both after os.fork().
 ``ThreadsBackend.call_later``/``call_every`` come here; gevent has timers
-of its own (the hub's watchers, see ``runtime``).
+of its own (the hub's watchers, see ``greenlets``).
 
 The thread starts with the first timer. It is a real OS thread and waits on
-raw locks (``runtime.start_os_thread``, ``os_lock``), so gevent's monkey
+raw locks (``primitives.start_os_thread``, ``os_lock``), so gevent's monkey
 patching cannot turn it into a greenlet. Callbacks run ON this thread, one
 after another, in deadline order: a callback must be short, and one that
 needs to block must spawn a task and return. A callback that raises is
 logged and the thread goes on; a periodic timer keeps its schedule.
 
 Fork: the child of os.fork() has no scheduler thread. The child's scheduler
-(told through ``runtime.on_fork_in_child``) drops the parent's timers, which
+(told through ``fork.on_fork_in_child``) drops the parent's timers, which
 count as cancelled there, and starts a thread of its own for the first
 timer the child sets.
 """
@@ -26,18 +26,8 @@ import itertools
 import logging
 from typing import Any, Callable
 
-from .runtime import (
-    ProcessLock,
-    Timer,
-    LockWaiter,
-    _spent,
-    fork_generation,
-    monotonic,
-    on_fork_in_child,
-    os_thread_ident,
-    start_os_thread,
-    timer_delay,
-)
+from .fork import fork_generation, on_fork_in_child
+from .primitives import LockWaiter, ProcessLock, Timer, monotonic, os_thread_ident, spent, start_os_thread, timer_delay
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +91,7 @@ class TimerHandle(Timer):
         """Mark done (scheduler lock held); the caller sets what it returns, after the lock."""
         self._done = True
         self._deadline = None
-        self._fn, self._args = _spent, ()  # let go of what the call referred to
+        self._fn, self._args = spent, ()  # let go of what the call referred to
         return self._joined
 
 

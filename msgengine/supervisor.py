@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
 
 from .backoff import reconnect_delay
 from .runtime import Backend
 
 logger = logging.getLogger(__name__)
 
-Target = Hashable
+#: what a supervisor keeps connected: an address, a (host, port, slot), a producer...
+Target = TypeVar("Target", bound=Hashable)
 
 
-class Supervisor:
+class Supervisor(Generic[Target]):
     """Connections to targets, kept alive; see the module docstring.
 
     ``max_reconnect_delay`` caps the backoff after failed attempts;

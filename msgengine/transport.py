@@ -23,7 +23,7 @@ import select
 import socket
 import ssl
 import zlib
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import EngineConfigError as ConfigError
 from .runtime import monotonic, os_lock
@@ -226,7 +226,8 @@ class TLSStream(_OnSocket):
     def recv(self) -> memoryview:
         view = self._view
         size = len(view)
-        read = self.tls.read
+        # (with a buffer, SSLObject.read returns a count, which typeshed does not say)
+        read: Callable[[int, memoryview], int] = self.tls.read  # type: ignore[assignment]
         lock = self._lock
         n = 0
         while True:

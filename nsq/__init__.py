@@ -1,7 +1,7 @@
 """nsqfast: a fast NSQ client, importable as `nsq` with pynsq's public names."""
 from __future__ import annotations
 
-from . import codec, protocol, runtime  # (nsq.runtime is msgengine.runtime)
+from . import codec, protocol
 from .backoff_timer import BackoffTimer
 from .conn import AsyncConn, Connection
 from .errors import (

@@ -68,7 +68,7 @@ MessageSink = Callable[["Connection", list[Message]], None]
 ResponseListener = Callable[["Connection", Message, "bool | None"], None]
 
 
-class Connection(Driver, events.EventedMixin):
+class Connection(Driver[NsqProtocol], events.EventedMixin):
     """A connection to one nsqd, usable on gevent or threads.
 
     Settings are pynsq's ``AsyncConn`` keywords (see ``nsq.config.Config``),
@@ -99,7 +99,7 @@ class Connection(Driver, events.EventedMixin):
         self.config = config
         self.host = host
         self.port = port
-        Driver.__init__(self, config.backend, "nsqd %s:%d" % (host, port))  # type: ignore[arg-type]
+        Driver.__init__(self, config.backend, "nsqd %s:%d" % (host, port))
         self.protocol = NsqProtocol(
             config.identify_data(),
             tls_v1=config.tls_v1,
@@ -248,28 +248,27 @@ class Connection(Driver, events.EventedMixin):
             if not data:
                 raise EOFError("nsqd %s closed the connection during the handshake" % (self.id,))
             for event in protocol.receive_data(data):
-                kind = event.__class__
-                if kind is Ready:
+                if isinstance(event, Ready):
                     ready = True
                 elif ready:
                     early.append(event)  # frames right after the last answer: the live connection's
-                elif kind is Identified:
+                elif isinstance(event, Identified):
                     self.trigger(events.IDENTIFY_RESPONSE, conn=self, data=event.features)
-                elif kind is UpgradeTLS:
+                elif isinstance(event, UpgradeTLS):
                     tls = TLSStream(sock, self.config.ssl_context, self.host, self.config.read_size)
                     tls.handshake()  # ssl.SSLError (an OSError) when a certificate is refused
                     self.stream = tls
                     protocol.tls_established()
                     logger.debug("[%s] TLS established: %s %s", self.id, tls.version(), (tls.cipher() or ("?",))[0])
-                elif kind is UpgradeCompression:
+                elif isinstance(event, UpgradeCompression):
                     if event.kind == "snappy":
                         self.stream = SnappyStream(self.stream)
                     else:
                         self.stream = DeflateStream(self.stream, event.level)
                     protocol.compression_established()
-                elif kind is HeartbeatReceived:  # (nsqd's ticker runs while its auth server answers)
+                elif isinstance(event, HeartbeatReceived):  # (nsqd's ticker runs while its auth server answers)
                     protocol.send_nop()
-                elif kind is Authenticated:
+                elif isinstance(event, Authenticated):
                     identity = event.identity
                     logger.debug("[%s] authenticated as %r (%s permissions)",
                                  self.id, identity.get("identity"), identity.get("permission_count"))
@@ -297,7 +296,7 @@ class Connection(Driver, events.EventedMixin):
                     self.trigger(events.RESPONSE, conn=self, data=event.data)
                 if event.pending is not None:
                     event.pending.resolve(self, event.data)
-            elif kind is HeartbeatReceived:
+            elif isinstance(event, HeartbeatReceived):
                 try:
                     self.command(self.protocol.send_nop)  # written before anything else runs
                 except Error:

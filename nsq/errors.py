@@ -7,6 +7,8 @@ msgengine's and are re-exported here; settings the engine refuses are
 translated into ``ConfigError`` by ``nsq.config``."""
 from __future__ import annotations
 
+import builtins
+
 from msgengine.errors import HubStateError, HubThreadError  # noqa: F401 - re-exported
 
 
@@ -52,7 +54,7 @@ class IntegrityError(Error):
     """Kept from pynsq; raised when a message's own data is inconsistent."""
 
 
-class TimeoutError(Error, TimeoutError):  # noqa: A001 - deliberately shadows the builtin here
+class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 - deliberately shadows the builtin here
     """No answer came within the allotted time."""
 
 

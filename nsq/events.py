@@ -43,9 +43,10 @@ class EventedMixin:
     def on(self, name: str, callback: Callable[..., Any]) -> None:
         if not callable(callback):
             raise TypeError("callback must be callable")
-        callbacks = getattr(self, "_callbacks", None)
+        callbacks: dict[str, list[Callable[..., Any]]] | None = getattr(self, "_callbacks", None)
         if callbacks is None:
-            callbacks = self._callbacks = {}
+            callbacks = {}
+            setattr(self, "_callbacks", callbacks)  # (a slot of the class, or its __dict__)
         callbacks.setdefault(name, []).append(callback)
 
     def off(self, name: str, callback: Callable[..., Any]) -> None:

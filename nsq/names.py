@@ -41,7 +41,7 @@ def check_topic(topic: object) -> str:
         raise InvalidArgumentError(
             "invalid topic name %r: use 1 to 64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral" % (topic,)
         )
-    checked = topic.decode("ascii") if isinstance(topic, bytes) else topic  # type: ignore[union-attr, assignment]
+    checked = topic.decode("ascii") if isinstance(topic, bytes) else topic  # type: ignore[assignment]
     if len(_checked_topics) < 4096:  # publishers reuse a few topics; remember them
         _checked_topics[topic] = checked  # type: ignore[assignment]
     return checked  # type: ignore[return-value]
@@ -53,4 +53,4 @@ def check_channel(channel: object) -> str:
             "invalid channel name %r: use 1 to 64 characters of [.a-zA-Z0-9_-], optionally ending in #ephemeral"
             % (channel,)
         )
-    return channel.decode("ascii") if isinstance(channel, bytes) else channel  # type: ignore[union-attr, return-value]
+    return channel.decode("ascii") if isinstance(channel, bytes) else channel  # type: ignore[return-value]

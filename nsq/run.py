@@ -27,20 +27,20 @@ def run(poll_interval: float = 0.1) -> None:
     clients = client.live_clients()
     backend = get_backend(clients[0].backend if clients else "auto")
     bridge = loops.program_loop(None, backend)
-    run_loop = bridge is not None and not bridge.is_running()
+    run_loop = bridge if bridge is not None and not bridge.is_running() else None  # (the loop nsq.run runs)
     # pynsq starts every Reader when the IOLoop starts: do the same here
     for live in clients:
         start = getattr(live, "start", None)
         if start is None:
             continue
-        if run_loop:
-            bridge.call_soon(_start_logged, live)  # on the loop's first turn, where handlers will run
+        if run_loop is not None:
+            run_loop.call_soon(_start_logged, live)  # on the loop's first turn, where handlers will run
         else:
             start()
     client.run_started()
     try:
-        if run_loop:
-            _run_loop(bridge)
+        if run_loop is not None:
+            _run_loop(run_loop)
         else:
             _wait(backend, poll_interval)
     finally:

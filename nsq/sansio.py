@@ -88,7 +88,7 @@ _OPEN = (State.READY, State.CLOSING)
 
 
 class Event:
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         fields = ", ".join("%s=%r" % (name, getattr(self, name)) for name in self.__slots__)

@@ -75,7 +75,7 @@ class ConsumerSink(Protocol):
     def on_closed(self, reason: BaseException) -> None: ...
 
 
-class BrokerConnection(Driver):
+class BrokerConnection(Driver[PulsarProtocol]):
     """A connection to one broker; see the module docstring.
 
     ``logical_url`` is the broker the topic lives on, ``address`` where the

@@ -371,7 +371,7 @@ class ProtocolError(PulsarException):
     result = Result.ReadError
 
 
-class ForkedError(NotConnected):  # type: ignore[misc,valid-type]
+class ForkedError(NotConnected):
     """The client was created before os.fork(): its connections belong to the parent."""
 
 

@@ -8,6 +8,7 @@ connection leaves the pool, and the next ``get`` makes a new one.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable
 
@@ -39,12 +40,11 @@ class ConnectionPool:
                 conn = self._connections.get(key)
                 if conn is not None and conn.is_ready():
                     return conn
-                done = self._connecting.get(key)
-                mine = done is None
-                if mine:
+                underway = self._connecting.get(key)
+                if underway is None:
                     done = self._connecting[key] = self.backend.event()
-            if not mine:
-                done.wait(1.0)  # the attempt under way ends (set), then look again
+            if underway is not None:
+                underway.wait(1.0)  # the attempt under way ends (set), then look again
                 continue
             try:
                 conn = self._make(logical_url, address, through_proxy)
@@ -60,7 +60,7 @@ class ConnectionPool:
             if closed:
                 conn.close()
                 raise AlreadyClosed("the client is closed")
-            conn.add_close_listener(lambda closed_conn, key=key: self._forget(key, closed_conn))
+            conn.add_close_listener(functools.partial(self._forget, key))
             return conn
 
     def _forget(self, key: Key, conn: BrokerConnection) -> None:

@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 # Every gevent primitive of the library checks that it runs on the hub's thread
-# (nsq/runtime.py): a path that lets another OS thread touch the hub fails at once.
+# (msgengine/runtime.py): a path that lets another OS thread touch the hub fails at once.
 os.environ.setdefault("NSQ_CHECK_HUB_THREAD", "1")
 
 from tests.support.faultproxy import FaultProxy  # noqa: E402
@@ -111,7 +111,7 @@ def _gevent_hub_intact(request):
     yield
     if "gevent" not in sys.modules:
         return
-    from nsq.runtime import get_backend
+    from msgengine.runtime import get_backend
 
     problem = get_backend("gevent").hub_problem()
     if problem is not None:

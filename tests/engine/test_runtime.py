@@ -1,4 +1,4 @@
-# The concurrency layer (nsq.runtime): how "auto" picks a backend (checked in fresh
+# The concurrency layer (msgengine.runtime): how "auto" picks a backend (checked in fresh
 # interpreters, since gevent patching is process-wide), that the threads path never
 # imports gevent, and the semantics of spawn/sleep/Event/Lock/Queue/call_later/
 # call_threadsafe/run_blocking on both backends.
@@ -16,8 +16,8 @@ import pytest
 import nsq
 import nsq.config
 from msgengine.errors import EngineConfigError
-import nsq.runtime
-from nsq.runtime import get_backend
+import msgengine.runtime
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 
@@ -50,9 +50,10 @@ def test_auto_is_threads_and_neither_gevent_nor_a_loop_is_imported_on_the_thread
     proc = run_python(
         """
         import sys
+        import msgengine.runtime
         import nsq
         assert "gevent" not in sys.modules, "import nsq imported gevent"
-        backend = nsq.runtime.get_backend("auto")
+        backend = msgengine.runtime.get_backend("auto")
         assert backend.name == "threads", backend.name
         w = nsq.Writer([sys.argv[1]])
         assert w.backend.name == "threads"
@@ -79,10 +80,11 @@ def test_auto_is_gevent_after_patch_all(nsqd, topic):
         from gevent import monkey
         monkey.patch_all()
         import sys
+        import msgengine.runtime
         import nsq
-        backend = nsq.runtime.get_backend("auto")
+        backend = msgengine.runtime.get_backend("auto")
         assert backend.name == "gevent", backend.name
-        assert nsq.runtime.gevent_socket_patched()
+        assert msgengine.runtime.gevent_socket_patched()
         w = nsq.Writer([sys.argv[1]])
         assert w.backend is backend
         assert w.pub(sys.argv[2], b"from gevent") == b"OK"
@@ -100,9 +102,10 @@ def test_auto_stays_threads_when_gevent_imported_but_not_patched():
     proc = run_python(
         """
         import gevent, gevent.monkey
+        import msgengine.runtime
         import nsq
-        assert not nsq.runtime.gevent_socket_patched()
-        assert nsq.runtime.get_backend("auto").name == "threads"
+        assert not msgengine.runtime.gevent_socket_patched()
+        assert msgengine.runtime.get_backend("auto").name == "threads"
         print("ok")
         """
     )
@@ -137,7 +140,7 @@ def test_get_backend_returns_one_instance_per_name_and_passes_instances_through(
     assert b.name == backend
     assert get_backend(backend) is b
     assert get_backend(b) is b
-    assert isinstance(b, nsq.runtime.Backend)
+    assert isinstance(b, msgengine.runtime.Backend)
 
 
 # ----------------------------------------------------------------------------- primitives
@@ -358,7 +361,7 @@ def test_call_later_fires_once_with_args_after_delay(backend):
     calls = []
     start = b.monotonic()
     timer = b.call_later(0.05, lambda *a: calls.append((b.monotonic(), a)), "x", 1)
-    assert isinstance(timer, nsq.runtime.Timer)
+    assert isinstance(timer, msgengine.runtime.Timer)
     wait_for(lambda: calls, backend)
     timer.task.join(WAIT)
     assert len(calls) == 1

@@ -1,7 +1,7 @@
 """Threads and greenlets in one process, and os.fork().
 
 Under gevent only the hub's OS thread may touch the hub; calls from other
-OS threads enter through the runtime's door (nsq/runtime.py). These tests
+OS threads enter through the runtime's door (msgengine/runtime.py). These tests
 check the door itself, the debug switch that refuses any other way in, the
 public calls users make from OS threads, a bounded stress program that
 mixes all of it under monkey patching with CPU hogs beside it and nsqd
@@ -20,7 +20,7 @@ import pytest
 import nsq
 from msgengine.errors import CallTimeoutError
 from nsq.errors import HubThreadError
-from nsq.runtime import get_backend, os_thread_ident
+from msgengine.runtime import get_backend, os_thread_ident
 from tests.support.servers import PROGRAMS_DIR
 from tests.support.subprocess_programs import Program, program_env
 from tests.support.waiting import wait_for

@@ -31,7 +31,7 @@ from nsq.errors import (
     MessageTooLargeError,
     ProtocolError,
 )
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 

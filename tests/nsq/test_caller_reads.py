@@ -12,7 +12,7 @@ import pytest
 import nsq
 from nsq import events
 from nsq.errors import ConnectionClosedError, SendError
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 from tests.support.waiting import join_all, run_blocking, tasks_done

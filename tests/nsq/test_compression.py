@@ -22,7 +22,7 @@ import snappy
 import nsq
 from nsq.conn import Connection
 from nsq.errors import ConfigError, FeatureNegotiationError
-from nsq.transport import DeflateStream, SnappyStream
+from msgengine.transport import DeflateStream, SnappyStream
 
 from tests.support.certs import make_pki
 from tests.support.servers import free_port

@@ -19,7 +19,7 @@ from nsq.errors import (
     ConnectionClosedError,
     FinFailedError,
 )
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 from tests.support.waiting import run_blocking

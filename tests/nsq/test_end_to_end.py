@@ -5,7 +5,7 @@ import os
 import pytest
 
 import nsq
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 pytestmark = pytest.mark.pure
 
@@ -50,10 +50,11 @@ from gevent import monkey
 monkey.patch_all()
 import sys
 import gevent
+import msgengine.runtime
 import nsq
 
 address, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-assert nsq.runtime.get_backend("auto").name == "gevent"
+assert msgengine.runtime.get_backend("auto").name == "gevent"
 writer = nsq.Writer([address])
 jobs = [gevent.spawn(writer.pub, topic, b"%d" % i) for i in range(count)]
 gevent.joinall(jobs, timeout=30, raise_error=True)

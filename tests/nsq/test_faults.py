@@ -19,7 +19,7 @@ import pytest
 
 import nsq
 from nsq.errors import ConnectionClosedError
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 import nsq
+from msgengine.runtime import get_backend
 from nsq import client as nsq_client
 from tests.support.servers import PROGRAMS_DIR, REPO_ROOT
 from tests.support.waiting import wait_for
@@ -152,14 +153,12 @@ def test_a_reader_made_while_nsq_run_runs_starts_and_consumes(nsqd, topic, backe
             return True
 
     def make_late():
-        from nsq.runtime import get_backend
-
         get_backend(backend).sleep(0.2)  # nsq.run() is running by now
         made.append(Late(topic=topic, channel="c", nsqd_tcp_addresses=[nsqd.tcp_address], backend=backend))
 
     keeper = nsq.Writer([nsqd.tcp_address], backend=backend)  # keeps nsq.run() going until the end
-    helper = nsq.runtime.get_backend(backend).spawn(make_late)
-    closer = nsq.runtime.get_backend(backend).spawn(
+    helper = get_backend(backend).spawn(make_late)
+    closer = get_backend(backend).spawn(
         lambda: (wait_for(lambda: made and made[0].is_closed(), backend, timeout=20), keeper.close())
     )
     nsq.run()

@@ -13,7 +13,7 @@ import nsq
 from nsq.conn import Connection
 from nsq.errors import InvalidArgumentError
 from nsq.message import AlreadyRespondedError, Message
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support.scanned_channels import nsqd_with_channels
 from tests.support.waiting import wait_for

@@ -14,7 +14,7 @@ import pytest
 
 import nsq
 from nsq.errors import ConnectionClosedError
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 from tests.support.scanned_channels import nsqd_with_channels

@@ -18,7 +18,7 @@ import pytest
 import nsq
 from nsq import client as nsq_client
 from nsq.conn import Connection
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 from tests.support.scanned_channels import nsqd_with_channels

@@ -15,7 +15,7 @@ import nsq
 from nsq.conn import Connection
 from msgengine.errors import EngineConfigError
 from nsq.errors import ConfigError, ConnectionClosedError, FeatureNegotiationError, InvalidError
-from nsq.transport import TLSStream, make_ssl_context
+from msgengine.transport import TLSStream, make_ssl_context
 
 from tests.support.certs import make_pki
 from tests.support.servers import free_port

@@ -18,7 +18,7 @@ from nsq.errors import (
     MessageTooLargeError,
     ServerError,
 )
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 from tests.support import waiting
 from tests.support.waiting import join_all, run_blocking, tasks_done

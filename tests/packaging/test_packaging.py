@@ -41,7 +41,7 @@ def _bare_env(bin_dir: Path) -> dict[str, str]:
 ROUND_TRIP = r"""
 import sys
 import nsq, nsq.codec, pulsarfast.wire
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 print("nsq", nsq.__file__)
 print("codecs", nsq.codec.IMPLEMENTATION, pulsarfast.wire.IMPLEMENTATION)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from nsq.runtime import get_backend
+from msgengine.runtime import get_backend
 
 
 def _describe(predicate, message) -> str:

@@ -21,7 +21,7 @@ import time  # noqa: E402
 
 import nsq  # noqa: E402
 from nsq.errors import ForkedError  # noqa: E402
-from nsq.runtime import get_backend  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
 
 PER_PROCESS = 50
 CHILD_DEADLINE = 30.0

@@ -31,7 +31,7 @@ import sys  # noqa: E402
 import gevent  # noqa: E402
 
 import nsq  # noqa: E402
-from nsq.runtime import get_backend  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
 
 start_os_thread = monkey.get_original("_thread", "start_new_thread")
 allocate_os_lock = monkey.get_original("_thread", "allocate_lock")
