@@ -28,6 +28,12 @@ Action = tuple[Hashable, int]
 REFRESH_RATIO = 0.25
 STARVED_RATIO = 0.85
 
+#: Seconds a connection may hold credit without a message before the periodic
+#: redistribution moves it elsewhere (pynsq's ``low_rdy_idle_timeout``).
+DEFAULT_LOW_RDY_IDLE_TIMEOUT: float = 10
+#: The longest backoff interval, in seconds (pynsq's ``max_backoff_duration``).
+DEFAULT_MAX_BACKOFF_DURATION: float = 128
+
 
 class LinkCredit:
     """What the manager knows about one connection."""
@@ -77,8 +83,8 @@ class FlowControl:
     def __init__(
         self,
         max_in_flight: int,
-        low_rdy_idle_timeout: float = 10,
-        max_backoff_duration: float = 128,
+        low_rdy_idle_timeout: float = DEFAULT_LOW_RDY_IDLE_TIMEOUT,
+        max_backoff_duration: float = DEFAULT_MAX_BACKOFF_DURATION,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:

@@ -1,5 +1,8 @@
 """Settings, validated once: the frozen ``Config`` that a connection, the
-Reader, the Writer and the Spark source and sink share.
+Reader, the Writer and the Spark source and sink share; and the Reader's and
+the Writer's own settings (``ReaderSettings``, ``WriterSettings``), where their
+defaults are written (the Reader's and Writer's signatures read them there;
+the flow-control defaults come from ``msgengine.flow``).
 
 It is built from pynsq's keyword arguments with pynsq's names and defaults
 (``Config.from_kwargs``); an unknown connection keyword is refused with
@@ -16,7 +19,8 @@ import socket
 from typing import Any, Mapping
 
 from msgengine.errors import EngineConfigError
-from msgengine.runtime import Backend, get_backend
+from msgengine.flow import DEFAULT_LOW_RDY_IDLE_TIMEOUT, DEFAULT_MAX_BACKOFF_DURATION
+from msgengine.runtime import BackendSetting
 from msgengine.transport import DEFAULT_READ_SIZE, import_snappy, make_ssl_context
 
 from . import codec
@@ -72,7 +76,8 @@ class Config:
     max_requeue_delay: float = 900
     max_frame_size: int = codec.DEFAULT_MAX_FRAME_SIZE
     read_size: int = DEFAULT_READ_SIZE
-    backend: str | Backend = "auto"
+    #: "auto", "gevent", "threads" or a Backend; read back, always the Backend
+    backend: BackendSetting = BackendSetting(ConfigError)
     #: made from tls_options when tls_v1 is on (not a keyword)
     ssl_context: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
@@ -100,13 +105,11 @@ class Config:
         _int("max_frame_size", self.max_frame_size, 8)
         _int("read_size", self.read_size, 1)
         try:
-            backend = get_backend(self.backend)
             ssl_context = make_ssl_context(self.tls_options) if self.tls_v1 else None
             if self.snappy:
                 import_snappy()  # a missing python-snappy fails here, not mid-handshake
         except EngineConfigError as exc:
             raise ConfigError(str(exc)) from exc
-        object.__setattr__(self, "backend", backend)
         object.__setattr__(self, "ssl_context", ssl_context)
         if self.hostname is None:
             object.__setattr__(self, "hostname", socket.gethostname())
@@ -138,7 +141,7 @@ class Config:
         """Two heartbeat intervals: nothing heard for that long means nsqd is gone."""
         if self.heartbeat_interval in (None, -1):
             return None
-        return 2.0 * self.heartbeat_interval  # type: ignore[operator]
+        return 2.0 * self.heartbeat_interval
 
     def identify_data(self) -> dict[str, Any]:
         """The IDENTIFY body: every field, as nsqd reads them."""
@@ -147,7 +150,7 @@ class Config:
             "client_id": self.client_id,
             "hostname": self.hostname,
             "feature_negotiation": True,
-            "heartbeat_interval": -1 if heartbeat in (None, -1) else int(heartbeat * 1000),  # type: ignore[operator]
+            "heartbeat_interval": -1 if heartbeat in (None, -1) else int(heartbeat * 1000),
             "output_buffer_size": self.output_buffer_size,
             "output_buffer_timeout": self.output_buffer_timeout,
             "tls_v1": bool(self.tls_v1),
@@ -175,37 +178,73 @@ POSITIONAL = tuple(f.name for f in dataclasses.fields(Config) if f.init)
 # -- the Reader's and Writer's own settings ----------------------------------
 
 
-def check_reader_settings(
-    max_in_flight: Any,
-    max_tries: Any,
-    concurrency: Any,
-    lookupd_poll_jitter: Any,
-    lookupd_poll_interval: Any,
-    low_rdy_idle_timeout: Any,
-    max_backoff_duration: Any,
-    close_timeout: Any,
-    max_reconnect_delay: Any,
-) -> None:
-    """The Reader's settings beside its connections', with pynsq's limits."""
-    _int("max_in_flight", max_in_flight, 1)
-    _int("max_tries", max_tries, 0, what=" (0 disables it)")
-    _int("concurrency", concurrency, 1)
-    if isinstance(lookupd_poll_jitter, bool) or not isinstance(lookupd_poll_jitter, (int, float)) or not 0 <= lookupd_poll_jitter <= 1:
-        raise ConfigError("lookupd_poll_jitter must be between 0 and 1")
-    for name, value in (
-        ("lookupd_poll_interval", lookupd_poll_interval),
-        ("low_rdy_idle_timeout", low_rdy_idle_timeout),
-        ("max_backoff_duration", max_backoff_duration),
-        ("close_timeout", close_timeout),
-        ("max_reconnect_delay", max_reconnect_delay),
-    ):
-        _number(name, value, positive=True)
+@dataclasses.dataclass(frozen=True)
+class ReaderSettings:
+    """The Reader's own settings beside its connections', under pynsq's names,
+    defaults and limits (the Reader's signature reads its defaults here), and
+    the choices its ``nsq.subscription.Subscription`` makes where the Spark
+    source differs from pynsq. The Reader builds one from its keywords, the
+    Spark source from its options; the Subscription takes it whole."""
+
+    max_tries: int = 5
+    max_in_flight: int = 1
+    lookupd_poll_interval: float = 60
+    low_rdy_idle_timeout: float = DEFAULT_LOW_RDY_IDLE_TIMEOUT
+    max_backoff_duration: float = DEFAULT_MAX_BACKOFF_DURATION
+    lookupd_poll_jitter: float = 0.3
+    lookupd_connect_timeout: float = 1
+    lookupd_request_timeout: float = 2
+    concurrency: int = 1
+    close_timeout: float = 30.0
+    max_reconnect_delay: float = 60.0
+    # The subscription's choices (not Reader keywords): pynsq's behaviour by default.
+    #: connections to each nsqd: 1 as in pynsq; 0 as many as it takes for
+    #: max_in_flight to fit under nsqd's max_rdy_count (the Spark source's)
+    connections_per_nsqd: int = 1
+    #: keep nsqd found through nsqlookupd connected between polls (pynsq
+    #: connects to them once per poll)
+    keep_discovered: bool = False
+    #: max_in_flight is each nsqd's budget (the Spark source's meaning) rather
+    #: than the whole subscription's
+    max_in_flight_per_nsqd: bool = False
+
+    def __post_init__(self) -> None:
+        _int("max_in_flight", self.max_in_flight, 1)
+        _int("max_tries", self.max_tries, 0, what=" (0 disables it)")
+        _int("concurrency", self.concurrency, 1)
+        jitter = self.lookupd_poll_jitter
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 1:
+            raise ConfigError("lookupd_poll_jitter must be between 0 and 1")
+        for name in (
+            "lookupd_poll_interval", "low_rdy_idle_timeout", "max_backoff_duration", "close_timeout",
+            "max_reconnect_delay",
+        ):
+            _number(name, getattr(self, name), positive=True)
+        _int("connections_per_nsqd", self.connections_per_nsqd, 0, what=" (0: as many as max_in_flight needs)")
 
 
-def check_writer_settings(reconnect_interval: Any, publish_timeout: Any, max_msg_size: Any, max_body_size: Any) -> None:
-    """The Writer's settings beside its connections'."""
-    if isinstance(reconnect_interval, bool) or not isinstance(reconnect_interval, (int, float)) or reconnect_interval <= 0:
-        raise ConfigError("reconnect_interval must be a positive number of seconds")
-    _number("publish_timeout", publish_timeout, positive=True)
-    _int("max_msg_size", max_msg_size, 1)
-    _int("max_body_size", max_body_size, 1)
+#: nsqd's --max-msg-size default
+DEFAULT_MAX_MSG_SIZE = 1024 * 1024
+#: nsqd's --max-body-size default
+DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class WriterSettings:
+    """The Writer's own settings beside its connections' (the Writer's
+    signature reads its defaults here); built once by the Writer."""
+
+    reconnect_interval: float = 15.0
+    publish_timeout: float = 10.0
+    retry_publish: bool = False
+    max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    join_publishes: bool = True
+
+    def __post_init__(self) -> None:
+        interval = self.reconnect_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
+            raise ConfigError("reconnect_interval must be a positive number of seconds")
+        _number("publish_timeout", self.publish_timeout, positive=True)
+        _int("max_msg_size", self.max_msg_size, 1)
+        _int("max_body_size", self.max_body_size, 1)

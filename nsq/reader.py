@@ -16,7 +16,7 @@ from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, 
 
 from . import client, loops
 from .conn import Connection
-from .config import Config, check_reader_settings
+from .config import Config, ReaderSettings
 from .errors import ConfigError, Error, ForkedError
 from .message import Message
 from .names import check_channel, check_topic
@@ -65,18 +65,18 @@ class Reader(metaclass=client.ClientMeta):
         name: str | None = None,
         nsqd_tcp_addresses: Iterable[str] | str | None = None,
         lookupd_http_addresses: Iterable[str] | str | None = None,
-        max_tries: int = 5,
-        max_in_flight: int = 1,
-        lookupd_poll_interval: float = 60,
-        low_rdy_idle_timeout: float = 10,
-        max_backoff_duration: float = 128,
-        lookupd_poll_jitter: float = 0.3,
-        lookupd_connect_timeout: float = 1,
-        lookupd_request_timeout: float = 2,
+        max_tries: int = ReaderSettings.max_tries,
+        max_in_flight: int = ReaderSettings.max_in_flight,
+        lookupd_poll_interval: float = ReaderSettings.lookupd_poll_interval,
+        low_rdy_idle_timeout: float = ReaderSettings.low_rdy_idle_timeout,
+        max_backoff_duration: float = ReaderSettings.max_backoff_duration,
+        lookupd_poll_jitter: float = ReaderSettings.lookupd_poll_jitter,
+        lookupd_connect_timeout: float = ReaderSettings.lookupd_connect_timeout,
+        lookupd_request_timeout: float = ReaderSettings.lookupd_request_timeout,
         *,
-        concurrency: int = 1,
-        close_timeout: float = 30.0,
-        max_reconnect_delay: float = 60.0,
+        concurrency: int = ReaderSettings.concurrency,
+        close_timeout: float = ReaderSettings.close_timeout,
+        max_reconnect_delay: float = ReaderSettings.max_reconnect_delay,
         **conn_kwargs: Any,
     ) -> None:
         if callable(topic):  # nsq.Reader(handler, topic, channel)
@@ -85,9 +85,18 @@ class Reader(metaclass=client.ClientMeta):
         self.channel = check_channel(channel)
         if message_handler is not None and not callable(message_handler):
             raise ConfigError("message_handler must be callable")
-        check_reader_settings(
-            max_in_flight, max_tries, concurrency, lookupd_poll_jitter, lookupd_poll_interval,
-            low_rdy_idle_timeout, max_backoff_duration, close_timeout, max_reconnect_delay,
+        settings = ReaderSettings(
+            max_tries=max_tries,
+            max_in_flight=max_in_flight,
+            lookupd_poll_interval=lookupd_poll_interval,
+            low_rdy_idle_timeout=low_rdy_idle_timeout,
+            max_backoff_duration=max_backoff_duration,
+            lookupd_poll_jitter=lookupd_poll_jitter,
+            lookupd_connect_timeout=lookupd_connect_timeout,
+            lookupd_request_timeout=lookupd_request_timeout,
+            concurrency=concurrency,
+            close_timeout=close_timeout,
+            max_reconnect_delay=max_reconnect_delay,
         )
         self.nsqd_tcp_addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
         self.lookupd_http_addresses = client.address_list(lookupd_http_addresses, "lookupd_http_addresses")
@@ -96,40 +105,35 @@ class Reader(metaclass=client.ClientMeta):
         self._direct = [client.split_host_port(a) for a in self.nsqd_tcp_addresses]
         self.message_handler = message_handler
         self.name = name or "%s:%s" % (self.topic, self.channel)
-        self.max_tries = max_tries
-        self.lookupd_poll_interval = lookupd_poll_interval
-        self.lookupd_poll_jitter = lookupd_poll_jitter
-        self.lookupd_connect_timeout = lookupd_connect_timeout
-        self.lookupd_request_timeout = lookupd_request_timeout
-        self.low_rdy_idle_timeout = low_rdy_idle_timeout
-        self.max_backoff_duration = max_backoff_duration
-        self.concurrency = concurrency
-        self.close_timeout = close_timeout
-        self.max_reconnect_delay = max_reconnect_delay
+        # pynsq's attributes (read, and sometimes assigned, by programs and subclasses);
+        # max_in_flight is the flow control's (a property)
+        self.max_tries = settings.max_tries
+        self.lookupd_poll_interval = settings.lookupd_poll_interval
+        self.lookupd_poll_jitter = settings.lookupd_poll_jitter
+        self.lookupd_connect_timeout = settings.lookupd_connect_timeout
+        self.lookupd_request_timeout = settings.lookupd_request_timeout
+        self.low_rdy_idle_timeout = settings.low_rdy_idle_timeout
+        self.max_backoff_duration = settings.max_backoff_duration
+        self.concurrency = settings.concurrency
+        self.close_timeout = settings.close_timeout
+        self.max_reconnect_delay = settings.max_reconnect_delay
         self.config = Config.from_kwargs(conn_kwargs)
         self.backend = self.config.backend
         self.conn_kwargs = conn_kwargs
         # The program's event loop, if it has one: user code is called there.
         self._bridge = loops.program_loop(self.config.io_loop, self.backend)
         self._disabled_by_hook = False
-        self._max_in_flight_before_disabled = max_in_flight
+        self._max_in_flight_before_disabled = settings.max_in_flight
 
         self._subscription = Subscription(
             self.topic,
             self.channel,
             self.config,
+            settings,
             self._dispatch,
             name=self.name,
             nsqd=self._direct,
             lookupd_http_addresses=self.lookupd_http_addresses,
-            max_in_flight=max_in_flight,
-            low_rdy_idle_timeout=low_rdy_idle_timeout,
-            max_backoff_duration=max_backoff_duration,
-            max_reconnect_delay=max_reconnect_delay,
-            lookupd_poll_interval=lookupd_poll_interval,
-            lookupd_poll_jitter=lookupd_poll_jitter,
-            lookupd_connect_timeout=lookupd_connect_timeout,
-            lookupd_request_timeout=lookupd_request_timeout,
             on_heartbeat=self._on_heartbeat,
             poll_round=lambda: self.query_lookupd(),  # both overridable, as in pynsq
             connect=lambda host, port: self.connect_to_nsqd(host, port),
@@ -251,14 +255,13 @@ class Reader(metaclass=client.ClientMeta):
         until the Reader closes. A KeyboardInterrupt or SystemExit raised by
         the handler closes the Reader and is raised again here."""
         self._check_startable()
-        bridge = self._bridge
-        run_loop = bridge is not None and not bridge.is_running()
-        if run_loop:
+        bridge = self._bridge if self._bridge is not None and not self._bridge.is_running() else None
+        if bridge is not None:  # a loop to run here
             bridge.call_soon(self._start_logged)  # on the loop's first turn, where handlers will run
         else:
             self.start()
         try:
-            if run_loop:
+            if bridge is not None:
                 self.backend.spawn(self._stop_loop_when_closed, bridge)
                 bridge.run()
             # Poll instead of waiting on the Event: Ctrl-C inside Event.wait() can
@@ -325,7 +328,7 @@ class Reader(metaclass=client.ClientMeta):
         return False
 
     def _apply_disabled(self) -> None:
-        if getattr(type(self).disabled, "__func__", None) is Reader.disabled.__func__:
+        if getattr(type(self).disabled, "__func__", None) is _DISABLED_HOOK:
             return  # not overridden
         try:
             disabled = bool(self.disabled())
@@ -589,3 +592,7 @@ class Reader(metaclass=client.ClientMeta):
         with self._lock:
             result.update(self._stats)
         return result
+
+
+#: Reader.disabled's function: a subclass that has another overrides the hook
+_DISABLED_HOOK = vars(Reader)["disabled"].__func__

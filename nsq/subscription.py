@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable, cast
 
 from msgengine.supervisor import Supervisor
 
 from . import lookupd
-from .config import Config
+from .config import Config, ReaderSettings
 from .conn import Connection, MessageSink
 from .errors import ConfigError, Error
 from .message import Message
@@ -35,17 +35,22 @@ Target = tuple[str, int, int]  # host, port, slot (several connections to one ns
 class Subscription:
     """topic/channel on every nsqd found; see the module docstring.
 
-    ``connections_per_nsqd`` is 1 as in pynsq; 0 opens as many connections to
-    each nsqd as it takes for max_in_flight to fit under nsqd's max_rdy_count
-    (the Spark source's choice). ``keep_discovered`` keeps nsqd found through
-    nsqlookupd connected between polls (pynsq connects to them once per poll).
-    ``poll_round()`` replaces a discovery round (the Reader calls its
+    ``settings`` (``nsq.config.ReaderSettings``) holds max_in_flight, the
+    flow-control, discovery and reconnection settings, and the choices where
+    the Spark source differs from pynsq: ``connections_per_nsqd`` (1 as in
+    pynsq; 0 opens as many connections to each nsqd as it takes for
+    max_in_flight to fit under nsqd's max_rdy_count), ``keep_discovered``
+    (keep nsqd found through nsqlookupd connected between polls; pynsq
+    connects to them once per poll) and ``max_in_flight_per_nsqd``
+    (max_in_flight is each nsqd's budget rather than the whole
+    subscription's). The rest are its owner's hooks: ``poll_interval()``
+    replaces ``settings.lookupd_poll_interval``, asked before each discovery
+    round; ``poll_round()`` replaces a discovery round (the Reader calls its
     overridable ``query_lookupd`` there) and ``connect(host, port)`` the
-    first connection to each nsqd (its ``connect_to_nsqd``); with
-    ``max_in_flight_per_nsqd``, max_in_flight is each nsqd's budget (the Spark
-    source's meaning) rather than the whole subscription's. ``before_tick()`` runs at each
-    redistribution tick; ``counts`` holds the messages "received",
-    "finished" and "requeued" so far; ``on_lost(conn)`` hears of each connection that closed.
+    first connection to each nsqd (its ``connect_to_nsqd``);
+    ``before_tick()`` runs at each redistribution tick; ``on_heartbeat(conn)``
+    hears each heartbeat and ``on_lost(conn)`` each connection that closed.
+    ``counts`` holds the messages "received", "finished" and "requeued" so far.
     """
 
     def __init__(
@@ -53,60 +58,48 @@ class Subscription:
         topic: str,
         channel: str,
         config: Config,
+        settings: ReaderSettings,
         sink: MessageSink,
         *,
         name: str,
         nsqd: Iterable[tuple[str, int]] = (),
         lookupd_http_addresses: Iterable[str] = (),
-        max_in_flight: int = 1,
-        low_rdy_idle_timeout: float = 10,
-        max_backoff_duration: float = 128,
-        max_reconnect_delay: float = 60,
-        lookupd_poll_interval: float | Callable[[], float] = 60,
-        lookupd_poll_jitter: float = 0.3,
-        lookupd_connect_timeout: float = 1,
-        lookupd_request_timeout: float = 2,
-        connections_per_nsqd: int = 1,
-        keep_discovered: bool = False,
+        poll_interval: Callable[[], float] | None = None,
         on_heartbeat: Callable[[Connection], None] | None = None,
         on_lost: Callable[[Connection], None] | None = None,
         poll_round: Callable[[], Any] | None = None,
         before_tick: Callable[[], None] | None = None,
         connect: Callable[[str, int], Connection | None] | None = None,
-        max_in_flight_per_nsqd: bool = False,
     ) -> None:
         self.topic = topic
         self.channel = channel
         self.config = config
+        self.settings = settings
         self.backend = config.backend
         self.name = name
         self.nsqd = [(host, port) for host, port in nsqd]
         self.lookupd_http_addresses = list(lookupd_http_addresses)
-        self.low_rdy_idle_timeout = low_rdy_idle_timeout
-        self.lookupd_poll_interval = lookupd_poll_interval
-        self.lookupd_poll_jitter = lookupd_poll_jitter
-        self.lookupd_connect_timeout = lookupd_connect_timeout
-        self.lookupd_request_timeout = lookupd_request_timeout
-        self.connections_per_nsqd = connections_per_nsqd
-        self.keep_discovered = keep_discovered
         self._sink = sink
+        self._poll_interval = poll_interval
         self._on_heartbeat = on_heartbeat
         self._on_lost = on_lost
         self._poll_round = poll_round
         self._before_tick = before_tick
         self._connect_hook = connect
-        self._budget_per_nsqd = max_in_flight if max_in_flight_per_nsqd else None
+        self._budget_per_nsqd = settings.max_in_flight if settings.max_in_flight_per_nsqd else None
         self._ticking = False
         self.conns: dict[str, Connection] = {}
         #: messages received, finished and requeued so far (counted under the lock it takes anyway)
         self.counts = {"received": 0, "finished": 0, "requeued": 0}
         #: why the last attempt to each nsqd failed (until one succeeds)
         self.connect_errors: dict[str, BaseException] = {}
-        self.rdy = RdyManager(max_in_flight, low_rdy_idle_timeout, max_backoff_duration)
+        self.rdy = RdyManager(settings.max_in_flight, settings.low_rdy_idle_timeout, settings.max_backoff_duration)
         self._lock = self.backend.lock()
         self._connecting: set[str] = set()
         self._stopped = False
-        self._supervisor = Supervisor(self.backend, name, self._connect_target, max_reconnect_delay=max_reconnect_delay)
+        self._supervisor = Supervisor(
+            self.backend, name, self._connect_target, max_reconnect_delay=settings.max_reconnect_delay
+        )
         self._ticker: Any = None
 
     # -- lifecycle --------------------------------------------------------------
@@ -117,10 +110,12 @@ class Subscription:
         direct nsqd is made before this returns."""
         for host, port in self.nsqd:
             self._supervisor.keep((host, port, 0), now=connect_now)
+        settings = self.settings
         if self.lookupd_http_addresses:
-            self._supervisor.poll(self._poll, self.lookupd_poll_interval, jitter=self.lookupd_poll_jitter)
-        interval = min(5.0, max(0.05, self.low_rdy_idle_timeout / 2))
-        self._ticker = self.backend.call_every(interval, self.backend.spawn, self._tick)
+            interval = self._poll_interval or settings.lookupd_poll_interval
+            self._supervisor.poll(self._poll, interval, jitter=settings.lookupd_poll_jitter)
+        tick = min(5.0, max(0.05, settings.low_rdy_idle_timeout / 2))
+        self._ticker = self.backend.call_every(tick, self.backend.spawn, self._tick)
 
     def stop(self) -> list[Connection]:
         """No more connecting, polling or ticks; returns the open connections
@@ -152,8 +147,8 @@ class Subscription:
 
     # -- connections --------------------------------------------------------------
 
-    def _connect_target(self, target: Target) -> Connection | None:
-        host, port, slot = target
+    def _connect_target(self, target: Hashable) -> Connection | None:
+        host, port, slot = cast(Target, target)
         if slot == 0 and self._connect_hook is not None:
             return self._connect_hook(host, port)
         return self.connect(host, port, slot)
@@ -189,7 +184,7 @@ class Subscription:
             logger.warning("[%s] cannot connect to nsqd %s: %s", self.name, key, exc)
             return None
         self.connect_errors.pop(key, None)
-        if self.connections_per_nsqd == 1 and conn.max_rdy_count < self.max_in_flight:
+        if self.settings.connections_per_nsqd == 1 and conn.max_rdy_count < self.max_in_flight:
             logger.warning(
                 "[%s] nsqd %s max_rdy_count %d is below max_in_flight %d",
                 self.name, key, conn.max_rdy_count, self.max_in_flight,
@@ -224,8 +219,8 @@ class Subscription:
         return self.rdy.set_max_in_flight(wanted)
 
     def _connections_wanted(self, conn: Connection) -> int:
-        if self.connections_per_nsqd:
-            return self.connections_per_nsqd
+        if self.settings.connections_per_nsqd:
+            return self.settings.connections_per_nsqd
         budget = self._budget_per_nsqd or self.max_in_flight
         return max(1, math.ceil(budget / max(conn.max_rdy_count, 1)))
 
@@ -252,14 +247,11 @@ class Subscription:
     def discover(self) -> list[tuple[str, int]]:
         """Every nsqd that some nsqlookupd lists for the topic (all asked at once)."""
         results: list[list[tuple[str, int]]] = []
+        timeouts = (self.settings.lookupd_connect_timeout, self.settings.lookupd_request_timeout)
 
         def ask(address: str) -> None:
             try:
-                results.append(
-                    self.backend.run_blocking(
-                        lookupd.query, address, self.topic, self.lookupd_connect_timeout, self.lookupd_request_timeout
-                    )
-                )
+                results.append(self.backend.run_blocking(lookupd.query, address, self.topic, *timeouts))
             except Exception as exc:
                 logger.warning("[%s] lookupd %s failed: %s", self.name, address, exc)
 
@@ -272,7 +264,7 @@ class Subscription:
         """One discovery round: connect to the nsqd found; returns them."""
         producers = self.discover()
         for host, port in producers:
-            if self.keep_discovered:
+            if self.settings.keep_discovered:
                 self._supervisor.keep((host, port, 0))
             else:
                 self._supervisor.try_once((host, port, 0))
@@ -355,7 +347,7 @@ class Subscription:
             result["total_rdy"] = self.rdy.total_rdy
             result["in_backoff"] = self.rdy.in_backoff()
             per_connection = {
-                key: {"rdy": link.rdy, "in_flight": link.in_flight} for key, link in self.rdy.conns.items()
+                key: {"rdy": link.credit, "in_flight": link.in_flight} for key, link in self.rdy.conns.items()
             }
             result["in_flight"] = sum(c["in_flight"] for c in per_connection.values())
             result["per_connection"] = per_connection

@@ -18,7 +18,7 @@ from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_th
 from msgengine.supervisor import Supervisor
 
 from . import client, codec, events, loops
-from .config import Config, check_writer_settings
+from .config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, Config, WriterSettings
 from .conn import MAX_DELAY_MS, Connection
 from .errors import (
     AuthError,
@@ -38,8 +38,6 @@ logger = logging.getLogger(__name__)
 
 Callback = Callable[[Any, Any], None]
 
-DEFAULT_MAX_MSG_SIZE = 1024 * 1024  # nsqd's --max-msg-size default
-DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024  # nsqd's --max-body-size default
 BATCH_MAX_COUNT = 2000
 
 
@@ -138,7 +136,7 @@ class _LaneAnswer(Pending):
     def resolve(self, source: Any, result: Any) -> None:
         self.result = result
         waiters = self.waiters
-        if waiters.__class__ is list:
+        if isinstance(waiters, list):
             for waiter in waiters:
                 waiter.resolve(source, result)
         else:
@@ -187,28 +185,35 @@ class Writer:
     def __init__(
         self,
         nsqd_tcp_addresses: Iterable[str] | str,
-        reconnect_interval: float = 15.0,
+        reconnect_interval: float = WriterSettings.reconnect_interval,
         name: str | None = None,
         *,
-        publish_timeout: float = 10.0,
-        retry_publish: bool = False,
-        max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
-        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-        join_publishes: bool = True,
+        publish_timeout: float = WriterSettings.publish_timeout,
+        retry_publish: bool = WriterSettings.retry_publish,
+        max_msg_size: int = WriterSettings.max_msg_size,
+        max_body_size: int = WriterSettings.max_body_size,
+        join_publishes: bool = WriterSettings.join_publishes,
         **conn_kwargs: Any,
     ) -> None:
         addresses = client.address_list(nsqd_tcp_addresses, "nsqd_tcp_addresses")
         if not addresses:
             raise InvalidArgumentError("Writer needs at least one nsqd address")
-        check_writer_settings(reconnect_interval, publish_timeout, max_msg_size, max_body_size)
+        settings = WriterSettings(
+            reconnect_interval=reconnect_interval,
+            publish_timeout=publish_timeout,
+            retry_publish=retry_publish,
+            max_msg_size=max_msg_size,
+            max_body_size=max_body_size,
+            join_publishes=join_publishes,
+        )
         self.nsqd_tcp_addresses = addresses
         self.name = name or addresses[0]
-        self.reconnect_interval = reconnect_interval
-        self.publish_timeout = publish_timeout
-        self.retry_publish = retry_publish
-        self.max_msg_size = max_msg_size
-        self.max_body_size = max_body_size
-        self.join_publishes = join_publishes
+        self.reconnect_interval = settings.reconnect_interval
+        self.publish_timeout = settings.publish_timeout
+        self.retry_publish = settings.retry_publish
+        self.max_msg_size = settings.max_msg_size
+        self.max_body_size = settings.max_body_size
+        self.join_publishes = settings.join_publishes
         self.conn_kwargs = conn_kwargs
         self._targets = [client.split_host_port(a) for a in addresses]
         self.config = Config.from_kwargs(conn_kwargs)
@@ -374,7 +379,7 @@ class Writer:
 
     # -- validation -------------------------------------------------------
 
-    def _check_body(self, body: Any) -> bytes:
+    def _check_body(self, body: Any) -> bytes | bytearray | memoryview:
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise InvalidBodyError("message body must be bytes, not %s" % type(body).__name__)
         if len(body) > self.max_msg_size:
@@ -417,6 +422,8 @@ class Writer:
     def pub(self, topic: str, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
         topic = check_topic(topic)
         body = self._check_body(msg)
+        send: Send
+        what: Any
         if self.join_publishes:
             send, what = self._send_to_lane, (topic, body)
         else:

@@ -13,7 +13,7 @@ import requests
 
 from .. import lookupd
 from ..client import split_host_port
-from ..config import Config
+from ..config import Config, ReaderSettings
 from ..errors import ConfigError
 from ..names import valid_channel_name, valid_topic_name
 
@@ -212,6 +212,24 @@ class SourceConfig:
     @property
     def connection(self) -> Config:
         return Config.from_kwargs(self.conn_kwargs)
+
+    @property
+    def reader_settings(self) -> ReaderSettings:
+        """The subscription's settings, with the source's choices: max_in_flight
+        is each nsqd's budget (the option's documented meaning), as many
+        connections to each nsqd as it takes under nsqd's max_rdy_count, nsqd
+        found through nsqlookupd kept connected, polls without jitter."""
+        return ReaderSettings(
+            max_in_flight=self.max_in_flight,
+            max_reconnect_delay=self.max_reconnect_delay,
+            lookupd_poll_interval=self.lookupd_poll_interval,
+            lookupd_poll_jitter=0.0,
+            lookupd_connect_timeout=self.lookupd_timeout,
+            lookupd_request_timeout=self.lookupd_timeout,
+            connections_per_nsqd=0,
+            keep_discovered=True,
+            max_in_flight_per_nsqd=True,
+        )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "SourceConfig":

@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Iterable
 
+from msgengine.primitives import Timer
+
 from ..conn import Connection
 from ..errors import Error
 from ..message import Message
@@ -80,25 +82,18 @@ class Consumer:
         self.lost = 0  # finished in Spark, but their connection closed before FIN: nsqd redelivers them
         self._touch_interval: float | None = config.touch_interval
         self._next_touch = 0.0
-        self._touch_timer = None
+        self._touch_timer: Timer | None = None
         self.cutoff_ns: int | None = None
         self.subscription = Subscription(
             config.topic,
             config.channel,
             config.connection,
+            config.reader_settings,
             self._on_messages,
             name="nsq source %s/%s" % (config.topic, config.channel),
             nsqd=config.nsqd,
             lookupd_http_addresses=config.lookupd,
-            max_in_flight=config.max_in_flight,
-            max_reconnect_delay=config.max_reconnect_delay,
-            lookupd_poll_interval=self._poll_interval,
-            lookupd_poll_jitter=0.0,
-            lookupd_connect_timeout=config.lookupd_timeout,
-            lookupd_request_timeout=config.lookupd_timeout,
-            connections_per_nsqd=0,  # as many as max_in_flight needs under nsqd's max_rdy_count
-            max_in_flight_per_nsqd=True,  # the option's documented meaning
-            keep_discovered=True,
+            poll_interval=self._poll_interval,
             on_lost=self._on_close,
         )
         self.backend = self.subscription.backend
