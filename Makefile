@@ -11,9 +11,9 @@ STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq pulsar wheel test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar wheel lint test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
-$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx Makefile
+$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx msgengine/_buffer.pxd Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -42,6 +42,10 @@ wheel: install
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair --wheel-dir dist build/wheel/*.whl
 	cp build/wheel/*.tar.gz dist/
 	@echo "built:"; ls -1 dist
+
+# mypy over msgengine, nsq and pulsarfast (settings in pyproject.toml's [tool.mypy]): 0 errors.
+lint: install
+	$(PY) -m mypy
 
 # The suite runs on TEST_WORKERS pytest-xdist workers (most tests wait on a server, so more workers
 # than cores overlap well: see the README), each with its own nsqd/nsqlookupd; the run shares one

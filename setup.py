@@ -1,6 +1,8 @@
 # Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/_wire.pyx)
 # when a compiler is available, and installs the pure-Python package when it is
 # not, so that the twins (nsq/_frame_py.py, pulsarfast/_wire_py.py) carry them.
+# Both codecs cimport the reassembly buffer of msgengine/_buffer.pxd (inline
+# functions compiled into each: no extension module of its own).
 import os
 import sys
 
@@ -12,6 +14,10 @@ PYX = {
     "nsq._frame": "nsq/_frame.pyx",
     "pulsarfast._wire": "pulsarfast/_wire.pyx",
 }
+#: the Cython declarations both cimport (listed so that a change rebuilds them)
+PXD = ["msgengine/_buffer.pxd"]
+#: where cimport finds msgengine: the project's root
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 class OptionalBuildExt(build_ext):
@@ -44,9 +50,12 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:
         return []
-    exts = [Extension(name, [source], extra_compile_args=["-O3", "-g0"]) for name, source in PYX.items()]
+    exts = [
+        Extension(name, [source], depends=PXD, extra_compile_args=["-O3", "-g0"]) for name, source in PYX.items()
+    ]
     return cythonize(
         exts,
+        include_path=[ROOT],
         language_level=3,
         compiler_directives={
             "boundscheck": False,

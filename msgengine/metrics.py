@@ -14,7 +14,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, Iterator, Literal, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, Literal, TypeVar, cast
 
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -24,7 +24,10 @@ except ImportError as exc:  # (the optional dependency: say which extra brings i
         "the metrics collectors need prometheus_client: pip install nsqfast[metrics]"
     ) from exc
 
-__all__ = ["MetricSpec", "Families", "ObjectCollector", "shared_collector", "REGISTRY", "CollectorRegistry"]
+__all__ = [
+    "MetricSpec", "Families", "ObjectCollector", "shared_collector", "registered_collector",
+    "register_object", "unregister_object", "REGISTRY", "CollectorRegistry",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ class MetricSpec:
     documentation: str
     labels: tuple[str, ...]
 
-    def family(self) -> Metric:
+    def family(self) -> "CounterMetricFamily | GaugeMetricFamily":
         if self.kind == "counter":
             return CounterMetricFamily(self.name, self.documentation, labels=self.labels)
         return GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
@@ -132,7 +135,9 @@ class ObjectCollector(Collector, Generic[T]):
         return families.metrics()
 
 
-_shared: "weakref.WeakKeyDictionary[CollectorRegistry, dict[type, ObjectCollector[Any]]]" = weakref.WeakKeyDictionary()
+#: the collectors shared_collector made, by registry and by the class (the factory) it made them of
+_Made = dict[Callable[[], "ObjectCollector[Any]"], "ObjectCollector[Any]"]
+_shared: "weakref.WeakKeyDictionary[CollectorRegistry, _Made]" = weakref.WeakKeyDictionary()
 _shared_lock = threading.Lock()
 
 
@@ -140,15 +145,35 @@ def shared_collector(cls: Callable[[], C], registry: CollectorRegistry) -> C:
     """The one collector of class cls in registry: made and registered on first use."""
     with _shared_lock:
         by_class = _shared.setdefault(registry, {})
-        collector = by_class.get(cls)  # type: ignore[call-overload]
+        collector = by_class.get(cls)
         if collector is None:
             collector = cls()
             registry.register(collector)
-            by_class[cls] = collector  # type: ignore[index]
-        return collector  # type: ignore[return-value]
+            by_class[cls] = collector
+        return cast(C, collector)
 
 
-def registered_collector(cls: type, registry: CollectorRegistry) -> "ObjectCollector[Any] | None":
+def registered_collector(
+    cls: Callable[[], "ObjectCollector[Any]"], registry: CollectorRegistry
+) -> "ObjectCollector[Any] | None":
     """The collector shared_collector made for cls in registry, if any."""
     with _shared_lock:
         return _shared.get(registry, {}).get(cls)
+
+
+def register_object(cls: Callable[[], C], obj: Any, registry: CollectorRegistry) -> C:
+    """What a client's ``metrics.register`` does: report obj in registry through
+    the one collector of class cls there (made and registered on first use);
+    returns that collector. TypeError when cls does not report such objects."""
+    collector = shared_collector(cls, registry)
+    collector.add(obj)
+    return collector
+
+
+def unregister_object(cls: Callable[[], "ObjectCollector[Any]"], obj: Any, registry: CollectorRegistry) -> None:
+    """What a client's ``metrics.unregister`` does: stop reporting obj through
+    the collector of class cls in registry (nothing happens when there is none,
+    or obj is not reported)."""
+    collector = registered_collector(cls, registry)
+    if collector is not None:
+        collector.remove(obj)

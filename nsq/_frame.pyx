@@ -3,9 +3,10 @@
 # encoders. Must behave exactly like the pure-Python twin nsq/_frame_py.py.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+
+from msgengine._buffer cimport Reassembly, reassembly_append, reassembly_clear, reassembly_free
 
 import json
 import sys
@@ -49,7 +50,6 @@ _BROKEN = "decoder is unusable after a protocol error"
 _REENTERED = "FrameDecoder.feed() called while another feed() is running"
 # Largest size we can index on this platform; a larger max_frame_size is clamped.
 cdef uint64_t _SIZE_CAP = min(0xFFFFFFFF, sys.maxsize - 4)
-cdef Py_ssize_t _KEEP_CAP = 65536  # buffer capacity kept between frames
 
 
 cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
@@ -105,17 +105,14 @@ cdef class FrameDecoder:
     the stream is dead). After that every feed() raises ProtocolError.
     """
 
-    cdef unsigned char* _buf   # the start of the one incomplete frame
-    cdef Py_ssize_t _len       # bytes held in _buf
-    cdef Py_ssize_t _cap       # bytes allocated for _buf
-    cdef Py_ssize_t _need      # buffered bytes needed before the next check or frame
+    cdef Reassembly _held      # the one incomplete frame; .need: the bytes needed before the next check or frame
     cdef uint64_t _max         # max_frame_size clamped to what can be indexed
     cdef object _max_obj
     cdef bint _broken
     cdef bint _busy
 
     def __cinit__(self):
-        self._need = 4
+        self._held.need = 4
         self._max = DEFAULT_MAX_FRAME_SIZE
         self._max_obj = DEFAULT_MAX_FRAME_SIZE
 
@@ -126,12 +123,12 @@ cdef class FrameDecoder:
                 "max_frame_size must be an int >= %d, got %r" % (30, max_frame_size))
         self._max_obj = int(max_frame_size)
         self._max = <uint64_t>min(self._max_obj, _SIZE_CAP)
-        self._len = 0
-        self._need = 4
+        self._held.len = 0
+        self._held.need = 4
         self._broken = False
 
     def __dealloc__(self):
-        PyMem_Free(self._buf)
+        reassembly_free(&self._held)
 
     @property
     def max_frame_size(self) -> int:
@@ -139,7 +136,7 @@ cdef class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        return self._len
+        return self._held.len
 
     def feed(self, data) -> list:
         cdef Py_buffer view
@@ -162,32 +159,33 @@ cdef class FrameDecoder:
 
     cdef int _feed(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
         cdef Py_ssize_t off = 0, k
-        if self._len:
+        cdef Reassembly* held = &self._held
+        if held.len:
             # Finish the buffered frame with just the bytes it needs, then go on
             # parsing straight from the caller's buffer.
-            if n < self._need - self._len:
-                return self._append(p, n)
-            if self._len < 8:
-                k = 8 - self._len
+            if n < held.need - held.len:
+                return reassembly_append(held, p, n)
+            if held.len < 8:
+                k = 8 - held.len
                 if k > n:
                     k = n
-                self._append(p, k)
+                reassembly_append(held, p, k)
                 off = k
-                if self._parse(self._buf, self._len, out):
-                    self._reset()
-            if self._len >= 8:
-                k = self._need - self._len
+                if self._parse(held.data, held.len, out):
+                    reassembly_clear(held)
+            if held.len >= 8:
+                k = held.need - held.len
                 if k > n - off:
                     k = n - off
-                self._append(p + off, k)
+                reassembly_append(held, p + off, k)
                 off += k
-                if self._parse(self._buf, self._len, out):
-                    self._reset()
-            if self._len:
+                if self._parse(held.data, held.len, out):
+                    reassembly_clear(held)
+            if held.len:
                 return 0
         off += self._parse(p + off, n - off, out)
         if off < n:
-            self._append(p + off, n - off)
+            reassembly_append(held, p + off, n - off)
         return 0
 
     cdef Py_ssize_t _parse(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
@@ -197,7 +195,7 @@ cdef class FrameDecoder:
         while True:
             avail = n - pos
             if avail < 4:
-                self._need = 4
+                self._held.need = 4
                 return pos
             size = _u32(p + pos)
             if size < 4:
@@ -207,7 +205,7 @@ cdef class FrameDecoder:
                 raise self._poison(ProtocolError(
                     "frame size %d exceeds the maximum of %d" % (size, self._max_obj)))
             if avail < 8:
-                self._need = 8
+                self._held.need = 8
                 return pos
             ftype = _u32(p + pos + 4)
             if ftype > 2:
@@ -216,7 +214,7 @@ cdef class FrameDecoder:
                 raise self._poison(_short_message(size - 4))
             total = 4 + <Py_ssize_t>size
             if avail < total:
-                self._need = total
+                self._held.need = total
                 return pos
             if ftype == 2:
                 out.append((2, _message(p + pos + 8, total - 8)))
@@ -226,39 +224,8 @@ cdef class FrameDecoder:
 
     cdef object _poison(self, exc):
         self._broken = True
-        self._len = 0
-        self._cap = 0
-        PyMem_Free(self._buf)
-        self._buf = NULL
+        reassembly_free(&self._held)
         return exc
-
-    cdef inline void _reset(self) noexcept:
-        self._len = 0
-        if self._cap > _KEEP_CAP:
-            PyMem_Free(self._buf)
-            self._buf = NULL
-            self._cap = 0
-
-    cdef int _append(self, const unsigned char* p, Py_ssize_t k) except -1:
-        """Copy k bytes to the buffer, growing it geometrically up to the pending frame."""
-        cdef Py_ssize_t want = self._len + k, cap
-        cdef unsigned char* grown
-        if want > self._cap:
-            cap = self._cap * 2
-            if cap < 256:
-                cap = 256
-            if cap > self._need:
-                cap = self._need
-            if cap < want:
-                cap = want
-            grown = <unsigned char*>PyMem_Realloc(self._buf, cap)
-            if grown == NULL:
-                raise MemoryError()
-            self._buf = grown
-            self._cap = cap
-        memcpy(self._buf + self._len, p, k)
-        self._len = want
-        return 0
 
 
 # --- encoders -----------------------------------------------------------------

@@ -1,36 +1,23 @@
 """The one place that picks the frame codec: the compiled nsq._frame when it is
-importable (unless NSQ_PURE_PYTHON=1), else the pure-Python twin nsq._frame_py.
-When the compiled module is missing (an install without a compiler), it says so
-once, through the ``nsq`` logger, at import.
+importable, else the pure-Python twin nsq._frame_py. NSQFAST_PURE_PYTHON=1 (or
+its older names NSQ_PURE_PYTHON, PULSARFAST_PURE_PYTHON) forces the twin. When
+the compiled module is missing (an install without a compiler), it says so once,
+through the ``nsq`` logger, at import. ``msgengine.twins`` does the choosing.
 """
 from __future__ import annotations
 
-import logging
-import os
-from types import ModuleType
+from msgengine.twins import load_twins
 
-from . import _frame_py as python_impl
+from . import _frame_py
 
-compiled_impl: ModuleType | None
-#: Why the compiled module could not be imported (None when it was).
-compiled_import_error: ImportError | None = None
-try:
-    from . import _frame as compiled_impl
-except ImportError as exc:  # not built (pure install, no compiler)
-    compiled_impl = None
-    compiled_import_error = exc
+_MISSING = ("nsq: the compiled frame codec (nsq._frame) is not installed (%s); using the pure-Python codec, "
+            "about five times slower to decode. Install a binary wheel of nsqfast, or build from source with a C "
+            "compiler.")
 
-_FORCE_PURE = os.environ.get("NSQ_PURE_PYTHON", "").strip() not in ("", "0")
-_impl: ModuleType = python_impl if _FORCE_PURE or compiled_impl is None else compiled_impl
-
-#: "cython" or "python": which implementation the names below come from.
-IMPLEMENTATION: str = "python" if _impl is python_impl else "cython"
-
-if compiled_impl is None and not _FORCE_PURE:
-    logging.getLogger("nsq").warning(
-        "nsq: the compiled frame codec (nsq._frame) is not installed (%s); using the "
-        "pure-Python codec, about five times slower to decode. Install a binary wheel "
-        "of nsqfast, or build from source with a C compiler.", compiled_import_error)
+# IMPLEMENTATION: "cython" or "python", which implementation the names below come from;
+# compiled_impl: the compiled module (None when missing), compiled_import_error: why it is.
+_impl, IMPLEMENTATION, compiled_impl, compiled_import_error, python_impl = load_twins(
+    "nsq._frame", _frame_py, "nsq", _MISSING)
 
 MAGIC_V2: bytes = _impl.MAGIC_V2
 FRAME_TYPE_RESPONSE: int = _impl.FRAME_TYPE_RESPONSE

@@ -17,8 +17,8 @@ the extra; ``import nsq`` never imports it.
 """
 from __future__ import annotations
 
-from msgengine.metrics import REGISTRY, CollectorRegistry, Families, MetricSpec, ObjectCollector, shared_collector
-from msgengine.metrics import registered_collector
+from msgengine.metrics import REGISTRY, CollectorRegistry, Families, MetricSpec, ObjectCollector, register_object
+from msgengine.metrics import unregister_object
 
 from .reader import Reader
 from .writer import Writer
@@ -104,13 +104,9 @@ class NsqCollector(ObjectCollector["Reader | Writer"]):
 def register(obj: "Reader | Writer", registry: CollectorRegistry = REGISTRY) -> NsqCollector:
     """Report a Reader or Writer in registry (the default one unless told);
     returns the registry's NsqCollector (made and registered on first use)."""
-    collector = shared_collector(NsqCollector, registry)
-    collector.add(obj)
-    return collector
+    return register_object(NsqCollector, obj, registry)
 
 
 def unregister(obj: "Reader | Writer", registry: CollectorRegistry = REGISTRY) -> None:
     """Stop reporting obj in registry (closing it does as much at the next scrape)."""
-    collector = registered_collector(NsqCollector, registry)
-    if collector is not None:
-        collector.remove(obj)
+    unregister_object(NsqCollector, obj, registry)

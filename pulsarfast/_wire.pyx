@@ -30,11 +30,12 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongLongMask
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
+
+from msgengine._buffer cimport Reassembly, reassembly_append, reassembly_clear, reassembly_free
 
 import operator
 import struct
@@ -261,8 +262,6 @@ cdef enum:
 
 # crc32c() releases the GIL for buffers at least this long
 cdef Py_ssize_t _NOGIL_CRC = 32768
-# the decoder keeps at most this much buffer capacity between frames
-cdef Py_ssize_t _KEEP_CAP = 65536
 # a frame size the decoder can index on this platform (a larger limit is clamped)
 cdef uint64_t _SIZE_CAP = min(0xFFFFFFFF, sys.maxsize - 8)
 # (large literals in C expressions would be Python ints: these keep the arithmetic in C)
@@ -568,28 +567,25 @@ cdef class FrameDecoder:
     stream cannot be resynchronised.
     """
 
-    cdef unsigned char* _buf   # the start of the one unfinished frame
-    cdef Py_ssize_t _len       # bytes held in _buf
-    cdef Py_ssize_t _cap       # bytes allocated for _buf
-    cdef Py_ssize_t _need      # bytes the unfinished frame needs: 4, or its whole length once known
+    cdef Reassembly _held      # the one unfinished frame; .need: 4, or its whole length once known
     cdef uint64_t _max         # max_frame_size, clamped to what can be indexed
     cdef object _max_obj
     cdef bint _broken
-    cdef bint _busy            # in feed(): a second one (another thread, a finalizer) must not move _buf
+    cdef bint _busy            # in feed(): a second one (another thread, a finalizer) must not move _held
 
     def __cinit__(self):
-        self._need = 4
+        self._held.need = 4
         self._max = DEFAULT_MAX_FRAME_SIZE
         self._max_obj = DEFAULT_MAX_FRAME_SIZE
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._len = 0
-        self._need = 4
+        self._held.len = 0
+        self._held.need = 4
         self._broken = False
 
     def __dealloc__(self):
-        PyMem_Free(self._buf)
+        reassembly_free(&self._held)
 
     @property
     def max_frame_size(self) -> int:
@@ -604,12 +600,12 @@ cdef class FrameDecoder:
 
     def pending_bytes(self) -> int:
         """Bytes held back: the start of a frame not complete yet."""
-        return self._len
+        return self._held.len
 
     def feed(self, data) -> list:
         cdef Py_buffer view
         cdef list frames = []
-        cdef Py_ssize_t held = self._len
+        cdef Py_ssize_t held = self._held.len
         if self._broken:
             raise ProtocolError(_BROKEN)
         if self._busy:
@@ -625,10 +621,8 @@ cdef class FrameDecoder:
         except ProtocolError:
             # Broken for good; pending_bytes() counts what was fed, as the twin's does.
             self._broken = True
-            PyMem_Free(self._buf)
-            self._buf = NULL
-            self._cap = 0
-            self._len = held + view.len
+            reassembly_free(&self._held)
+            self._held.len = held + view.len
             raise
         finally:
             self._busy = False
@@ -637,35 +631,32 @@ cdef class FrameDecoder:
 
     cdef int _feed(self, const unsigned char* p, Py_ssize_t n, list frames) except -1:
         cdef Py_ssize_t off = 0, k
-        if self._len:
+        cdef Reassembly* held = &self._held
+        if held.len:
             # Finish the held frame with just the bytes it needs, then parse the rest
             # straight from the caller's buffer.
-            if self._len < 4:
-                k = 4 - self._len
+            if held.len < 4:
+                k = 4 - held.len
                 if k > n:
                     k = n
-                self._append(p, k)
+                reassembly_append(held, p, k)
                 off = k
-                if self._len < 4:
+                if held.len < 4:
                     return 0
-                self._need = 4 + self._check(_u32(self._buf))
-            k = self._need - self._len
+                held.need = 4 + self._check(_u32(held.data))
+            k = held.need - held.len
             if k > n - off:
                 k = n - off
-            self._append(p + off, k)
+            reassembly_append(held, p + off, k)
             off += k
-            if self._len < self._need:
+            if held.len < held.need:
                 return 0
-            frames.append(_split_frame(self._buf + 4, self._len - 4))
-            self._len = 0
-            self._need = 4
-            if self._cap > _KEEP_CAP:
-                PyMem_Free(self._buf)
-                self._buf = NULL
-                self._cap = 0
+            frames.append(_split_frame(held.data + 4, held.len - 4))
+            reassembly_clear(held)
+            held.need = 4
         off += self._parse(p + off, n - off, frames)
         if off < n:
-            self._append(p + off, n - off)
+            reassembly_append(held, p + off, n - off)
         return 0
 
     cdef inline Py_ssize_t _check(self, uint32_t total) except -1:
@@ -677,39 +668,18 @@ cdef class FrameDecoder:
 
     cdef Py_ssize_t _parse(self, const unsigned char* p, Py_ssize_t n, list frames) except -1:
         """Append the complete frames at the start of p[:n]; return their length
-        (and set _need for what is left)."""
+        (and set _held.need for what is left)."""
         cdef Py_ssize_t pos = 0, total
         while True:
             if n - pos < 4:
-                self._need = 4
+                self._held.need = 4
                 return pos
             total = self._check(_u32(p + pos))
             if n - pos - 4 < total:
-                self._need = 4 + total
+                self._held.need = 4 + total
                 return pos
             frames.append(_split_frame(p + pos + 4, total))
             pos += 4 + total
-
-    cdef int _append(self, const unsigned char* p, Py_ssize_t k) except -1:
-        """Copy k bytes to the buffer, growing it geometrically up to the frame's length."""
-        cdef Py_ssize_t want = self._len + k, cap
-        cdef unsigned char* grown
-        if want > self._cap:
-            cap = self._cap * 2
-            if cap < 256:
-                cap = 256
-            if cap > self._need:
-                cap = self._need
-            if cap < want:
-                cap = want
-            grown = <unsigned char*>PyMem_Realloc(self._buf, cap)
-            if grown == NULL:
-                raise MemoryError()
-            self._buf = grown
-            self._cap = cap
-        memcpy(self._buf + self._len, p, k)
-        self._len = want
-        return 0
 
 
 # -- batches --------------------------------------------------------------------------------

@@ -97,6 +97,7 @@ def read_fields(data: Any) -> list:
     pos = 0
     out: list = []
     append = out.append
+    value: int | bytes
     while pos < end:
         key, pos = _read_varint(buf, pos, end)
         number = key >> 3

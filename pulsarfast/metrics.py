@@ -18,8 +18,8 @@ the extra; ``import pulsarfast`` never imports it.
 """
 from __future__ import annotations
 
-from msgengine.metrics import REGISTRY, CollectorRegistry, Families, MetricSpec, ObjectCollector, shared_collector
-from msgengine.metrics import registered_collector
+from msgengine.metrics import REGISTRY, CollectorRegistry, Families, MetricSpec, ObjectCollector, register_object
+from msgengine.metrics import unregister_object
 
 from .consumer import Consumer
 from .producer import Producer
@@ -77,23 +77,19 @@ class PulsarCollector(ObjectCollector["Producer | Consumer | Reader"]):
                     families.add(spec.name, (topic,), float(counts[key]))  # type: ignore[literal-required]
             return
         stats = obj.stats()
-        for topic, counts in stats["topics"].items():
+        for topic, consumed in stats["topics"].items():
             for spec, key in CONSUMER_METRICS:
                 families.add(spec.name, (topic, stats["subscription"]),
-                             float(counts[key]))  # type: ignore[literal-required]
+                             float(consumed[key]))  # type: ignore[literal-required]
 
 
 def register(obj: "Producer | Consumer | Reader", registry: CollectorRegistry = REGISTRY) -> PulsarCollector:
     """Report a Producer, Consumer or Reader in registry (the default one
     unless told); returns the registry's PulsarCollector (made and
     registered on first use)."""
-    collector = shared_collector(PulsarCollector, registry)
-    collector.add(obj)
-    return collector
+    return register_object(PulsarCollector, obj, registry)
 
 
 def unregister(obj: "Producer | Consumer | Reader", registry: CollectorRegistry = REGISTRY) -> None:
     """Stop reporting obj in registry (closing it does as much at the next scrape)."""
-    collector = registered_collector(PulsarCollector, registry)
-    if collector is not None:
-        collector.remove(obj)
+    unregister_object(PulsarCollector, obj, registry)

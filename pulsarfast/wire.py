@@ -1,43 +1,23 @@
 """The one place that picks the Pulsar wire codec: the compiled pulsarfast._wire
-when it is importable (unless PULSARFAST_PURE_PYTHON=1 or NSQ_PURE_PYTHON=1), else
-the pure-Python twin pulsarfast._wire_py. When the compiled module is missing (an
-install without a compiler), it says so once, through the ``pulsarfast`` logger, at
-import.
+when it is importable, else the pure-Python twin pulsarfast._wire_py.
+NSQFAST_PURE_PYTHON=1 (or its older names PULSARFAST_PURE_PYTHON, NSQ_PURE_PYTHON:
+`make test`'s pure run sets the latter for the whole suite) forces the twin. When
+the compiled module is missing (an install without a compiler), it says so once,
+through the ``pulsarfast`` logger, at import. ``msgengine.twins`` does the choosing.
 """
 from __future__ import annotations
 
-import logging
-import os
-from types import ModuleType
+from msgengine.twins import load_twins
 
-from . import _wire_py as python_impl
+from . import _wire_py
 
-compiled_impl: ModuleType | None
-#: Why the compiled module could not be imported (None when it was).
-compiled_import_error: ImportError | None = None
-try:
-    from . import _wire as compiled_impl
-except ImportError as exc:  # not built (pure install, no compiler)
-    compiled_impl = None
-    compiled_import_error = exc
+_MISSING = ("pulsarfast: the compiled wire codec (pulsarfast._wire) is not installed (%s); using the pure-Python "
+            "codec, several times slower. Install a binary wheel of nsqfast, or build from source with a C compiler.")
 
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip() not in ("", "0")
-
-
-# NSQ_PURE_PYTHON too: `make test`'s pure run sets that one for the whole suite.
-_FORCE_PURE = _flag("PULSARFAST_PURE_PYTHON") or _flag("NSQ_PURE_PYTHON")
-_impl: ModuleType = python_impl if _FORCE_PURE or compiled_impl is None else compiled_impl
-
-#: "cython" or "python": which implementation the names below come from.
-IMPLEMENTATION: str = "python" if _impl is python_impl else "cython"
-
-if compiled_impl is None and not _FORCE_PURE:
-    logging.getLogger("pulsarfast").warning(
-        "pulsarfast: the compiled wire codec (pulsarfast._wire) is not installed (%s); "
-        "using the pure-Python codec, several times slower. Install a binary wheel of "
-        "nsqfast, or build from source with a C compiler.", compiled_import_error)
+# IMPLEMENTATION: "cython" or "python", which implementation the names below come from;
+# compiled_impl: the compiled module (None when missing), compiled_import_error: why it is.
+_impl, IMPLEMENTATION, compiled_impl, compiled_import_error, python_impl = load_twins(
+    "pulsarfast._wire", _wire_py, "pulsarfast", _MISSING)
 
 MAGIC_CRC32C: int = _impl.MAGIC_CRC32C
 DEFAULT_MAX_FRAME_SIZE: int = _impl.DEFAULT_MAX_FRAME_SIZE

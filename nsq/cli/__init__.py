@@ -1,15 +1,11 @@
 """``nsqfast``: NSQ's command-line tools on this client: ``tail`` (messages
 of a topic, like ``nsq_tail``), ``pub`` (lines to a topic, like ``to_nsq``)
 and ``stat`` (channel depths and rates, like ``nsq_stat``). This module
-builds the command line from one module per subcommand; ``msgengine.cli``
-runs it (errors as one line, signals, exit statuses)."""
+describes the tool, one module per subcommand; ``msgengine.cli`` builds the
+command line and runs it (errors as one line, signals, exit statuses)."""
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import Sequence
-
-from msgengine.cli.app import run_main
+from msgengine.cli.tool import Tool
 
 from ..errors import Error
 from ..version import __version__
@@ -22,23 +18,12 @@ EXAMPLE = """example:
 
 'nsqfast COMMAND --help' tells more about each command."""
 
+TOOL = Tool(prog="nsqfast", description="Command-line tools for NSQ.", version=__version__, epilog=EXAMPLE,
+            commands=(tail, pub, stat), known_errors=(Error,))
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nsqfast", description="Command-line tools for NSQ.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version="nsqfast %s" % __version__)
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for command in (tail, pub, stat):
-        command.register(commands)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(build_parser(), argv, known_errors=(Error,))
-
-
-def console_main() -> None:
-    """The ``nsqfast`` console script."""
-    sys.exit(main())
+#: the argparse parser of the command line
+build_parser = TOOL.build_parser
+#: main(argv=None) -> exit status
+main = TOOL.main
+#: the ``nsqfast`` console script
+console_main = TOOL.console_main

@@ -1,14 +1,11 @@
 """``pulsarfast``: command-line tools for Pulsar with the feel of
 ``nsqfast``'s: ``tail`` (print a topic's messages) and ``pub`` (publish
-lines). This module builds the command line from one module per subcommand;
-``msgengine.cli`` runs it (errors as one line, signals, exit statuses)."""
+lines). This module describes the tool, one module per subcommand;
+``msgengine.cli`` builds the command line and runs it (errors as one line,
+signals, exit statuses)."""
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import Sequence
-
-from msgengine.cli.app import run_main
+from msgengine.cli.tool import Tool
 
 from ..errors import PulsarException
 from ..version import __version__
@@ -20,23 +17,12 @@ EXAMPLE = """example:
 
 'pulsarfast COMMAND --help' tells more about each command."""
 
+TOOL = Tool(prog="pulsarfast", description="Command-line tools for Apache Pulsar.", version=__version__,
+            epilog=EXAMPLE, commands=(tail, pub), known_errors=(PulsarException,))
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pulsarfast", description="Command-line tools for Apache Pulsar.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version="pulsarfast %s" % __version__)
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for command in (tail, pub):
-        command.register(commands)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(build_parser(), argv, known_errors=(PulsarException,))
-
-
-def console_main() -> None:
-    """The ``pulsarfast`` console script."""
-    sys.exit(main())
+#: the argparse parser of the command line
+build_parser = TOOL.build_parser
+#: main(argv=None) -> exit status
+main = TOOL.main
+#: the ``pulsarfast`` console script
+console_main = TOOL.console_main

@@ -5,14 +5,14 @@ import os
 import pytest
 
 import nsq
+from msgengine.twins import pure_python_forced
 from msgengine.runtime import get_backend
 
 pytestmark = pytest.mark.pure
 
 
 def test_codec_implementation_matches_environment():
-    forced_pure = os.environ.get("NSQ_PURE_PYTHON", "") not in ("", "0")
-    expected = "python" if forced_pure or nsq.codec.compiled_impl is None else "cython"
+    expected = "python" if pure_python_forced() or nsq.codec.compiled_impl is None else "cython"
     assert nsq.codec.IMPLEMENTATION == expected
     if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
         assert nsq.codec.IMPLEMENTATION == "cython"

@@ -1103,9 +1103,9 @@ def test_frame_larger_than_a_configured_max_frame_size_is_a_protocol_error():
 
 
 def test_codec_implementation_in_use_is_the_one_the_environment_asks_for():
-    import os
+    from msgengine.twins import pure_python_forced
 
-    if os.environ.get("NSQ_PURE_PYTHON", "").strip() not in ("", "0"):
+    if pure_python_forced():
         assert codec.IMPLEMENTATION == "python"
     else:
         assert codec.IMPLEMENTATION in ("python", "cython")

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from msgengine.twins import PURE_PYTHON_ALIASES, PURE_PYTHON_ENV, pure_python_forced
+
 from pulsarfast import wire as wire_module
 from pulsarfast.errors import ProtocolError
 
@@ -177,8 +179,7 @@ def test_chooser_exports():
                 assert getattr(cy, name) == getattr(py, name)
     assert wire_module.Frame is tuple
     assert {"IMPLEMENTATION", "python_impl", "compiled_impl"} <= set(wire_module.__all__)
-    forced = any(os.environ.get(v, "").strip() not in ("", "0") for v in ("PULSARFAST_PURE_PYTHON", "NSQ_PURE_PYTHON"))
-    expected = "python" if forced or cy is None else "cython"
+    expected = "python" if pure_python_forced() or cy is None else "cython"
     assert wire_module.IMPLEMENTATION == expected
 
 
@@ -187,10 +188,11 @@ def test_chooser_environment():
         "import sys, pulsarfast; had = 'nsq' in sys.modules; import pulsarfast.wire as w; "
         "print(w.IMPLEMENTATION, had or 'nsq' not in sys.modules)"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PULSARFAST_PURE_PYTHON", "NSQ_PURE_PYTHON")}
+    env = {k: v for k, v in os.environ.items() if k not in (PURE_PYTHON_ENV, *PURE_PYTHON_ALIASES)}
     compiled = "cython" if cy is not None else "python"
     for extra, expected in (
         ({}, compiled),
+        ({"NSQFAST_PURE_PYTHON": "1"}, "python"),
         ({"PULSARFAST_PURE_PYTHON": "1"}, "python"),
         ({"NSQ_PURE_PYTHON": "1"}, "python"),
         ({"PULSARFAST_PURE_PYTHON": "0"}, compiled),
