@@ -6,6 +6,8 @@ correlation, flow control), like the ``nsq`` client, which it does not import.
 
 Layout:
     client.py      Client: backend, connection pool, lookups, the supervisor, ids
+    config.py      the settings each Client method builds from its arguments: defaults, checks, derived values
+    owner.py       Owner: the Client as its producers, consumers and readers see it (a Protocol)
     producer.py    Producer (routing over partitions) and PartitionProducer (sends, receipts, resends)
     consumer.py    Consumer (queue, acks, listener, seek) and TopicConsumer (subscribe, permits, batches)
     reader.py      Reader: a non-durable subscription from a chosen position

@@ -17,39 +17,33 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from msgengine.backoff import reconnect_delay
-from msgengine.runtime import Backend, fork_generation, from_any_thread, get_backend, monotonic, on_fork_in_child
+from msgengine.runtime import Backend, fork_generation, from_any_thread, monotonic, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
-from .auth import Authentication
-from .compression import codec_for as compression_codec
+from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings
 from .connection import BrokerConnection
-from .consumer import Consumer, MessageListener, TopicConsumer
-from .deadletter import dead_letter_policy_arg
+from .consumer import Consumer, MessageListener
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
 from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
     BrokerPersistenceError,
     ForkedError,
-    InvalidConfiguration,
     PulsarException,
     Result,
     ServiceUnitNotReady,
     TooManyLookupRequestException,
 )
-from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .lookup import Lookup
 from .message import MessageId
+from .owner import Supervised
 from .pool import ConnectionPool
-from .position import is_earliest, is_latest
 from .producer import PartitionProducer, Producer
-from .reader import Reader, ReaderListener, check_partitioned_start, check_reader_arguments, reader_subscription_name
-from .redelivery import unacked_timeout_arg
-from .tls import check_argument_types, make_client_context
-from .topics import full_topic_name, parse_service_url, partition_name
+from .reader import Reader, ReaderListener
+from .topics import full_topic_name, partition_name
 
 logger = logging.getLogger(__name__)
 
@@ -60,73 +54,51 @@ MAX_RECONNECT_SECONDS = 30.0
 _NOT_READY_YET = (BrokerPersistenceError, BrokerMetadataError, ServiceUnitNotReady, TooManyLookupRequestException)
 
 
-def _int_arg(name: str, value: Any, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError("Argument %s is expected to be of type 'int' and not '%s'" % (name, type(value).__name__))
-    if value < minimum:
-        raise ValueError("Argument %s must be at least %d, not %d" % (name, minimum, value))
-    return value
-
-
 class Client:
-    """A connection to a Pulsar cluster: ``Client("pulsar://localhost:6650")``."""
+    """A connection to a Pulsar cluster: ``Client("pulsar://localhost:6650")``.
+
+    Each method's arguments become one settings object (config.py, where
+    their defaults are written: the signatures take them from there), checked
+    before any network traffic and handed whole to what the method makes.
+    """
 
     def __init__(
         self,
         service_url: str,
-        authentication: Any = None,
-        operation_timeout_seconds: int = 30,
-        io_threads: int = 1,
-        message_listener_threads: int = 1,
-        concurrent_lookup_requests: int = 50000,
-        log_conf_file_path: str | None = None,
-        stats_interval_in_seconds: int = 600,
-        use_tls: bool = False,
-        tls_trust_certs_file_path: str | None = None,
-        tls_allow_insecure_connection: bool = False,
-        tls_validate_hostname: bool = False,
-        logger: Any = None,
-        connection_timeout_ms: int = 10000,
-        listener_name: str | None = None,
-        tls_private_key_file_path: str | None = None,
-        tls_certificate_file_path: str | None = None,
+        authentication: Any = ClientSettings.authentication,
+        operation_timeout_seconds: int = ClientSettings.operation_timeout_seconds,
+        io_threads: int = ClientSettings.io_threads,
+        message_listener_threads: int = ClientSettings.message_listener_threads,
+        concurrent_lookup_requests: int = ClientSettings.concurrent_lookup_requests,
+        log_conf_file_path: str | None = ClientSettings.log_conf_file_path,
+        stats_interval_in_seconds: int = ClientSettings.stats_interval_in_seconds,
+        use_tls: bool = ClientSettings.use_tls,
+        tls_trust_certs_file_path: str | None = ClientSettings.tls_trust_certs_file_path,
+        tls_allow_insecure_connection: bool = ClientSettings.tls_allow_insecure_connection,
+        tls_validate_hostname: bool = ClientSettings.tls_validate_hostname,
+        logger: Any = ClientSettings.logger,
+        connection_timeout_ms: int = ClientSettings.connection_timeout_ms,
+        listener_name: str | None = ClientSettings.listener_name,
+        tls_private_key_file_path: str | None = ClientSettings.tls_private_key_file_path,
+        tls_certificate_file_path: str | None = ClientSettings.tls_certificate_file_path,
         *,
-        backend: str | Backend = "auto",
-        keep_alive_interval_seconds: int = 30,
+        backend: str | Backend = ClientSettings.backend,
+        keep_alive_interval_seconds: int = ClientSettings.keep_alive_interval_seconds,
     ) -> None:
-        if not isinstance(service_url, str):
-            raise ValueError("Argument service_url is expected to be of type 'str' and not '%s'"
-                             % type(service_url).__name__)
-        scheme, hosts = parse_service_url(service_url)
-        if authentication is not None and not isinstance(authentication, Authentication):
-            raise ValueError("Argument authentication is expected to be a pulsarfast Authentication (such as "
-                             "pulsarfast.AuthenticationToken), not %s" % type(authentication).__name__)
-        check_argument_types(use_tls, tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname,
-                             tls_certificate_file_path, tls_private_key_file_path)
-        self.use_tls = scheme == "pulsar+ssl" or use_tls
-        self._authentication = authentication
-        self._ssl_context = None
-        if self.use_tls:
-            client_certificate = authentication.client_certificate() if authentication is not None else None
-            certificate_file, key_file = client_certificate or (tls_certificate_file_path, tls_private_key_file_path)
-            self._ssl_context = make_client_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
-                                                    tls_validate_hostname, certificate_file, key_file)
-        elif authentication is not None and authentication.client_certificate() is not None:
-            raise InvalidConfiguration("AuthenticationTLS needs a pulsar+ssl:// service URL (or use_tls=True)")
-        _int_arg("operation_timeout_seconds", operation_timeout_seconds, 1)
-        _int_arg("connection_timeout_ms", connection_timeout_ms, 1)
-        _int_arg("keep_alive_interval_seconds", keep_alive_interval_seconds, 1)
+        settings = ClientSettings.from_arguments(locals())
+        self.settings = settings
         self.service_url = service_url
-        self.backend = get_backend(backend)
-        self.operation_timeout = float(operation_timeout_seconds)
-        self.connect_timeout = connection_timeout_ms / 1000.0
-        self.keep_alive = float(keep_alive_interval_seconds)
+        self.use_tls = settings.tls
+        self.backend = settings.backend
+        self.operation_timeout = settings.operation_timeout
+        self.connect_timeout = settings.connect_timeout
+        self.keep_alive = settings.keep_alive
         self.max_message_size = 5 * 1024 * 1024
         self._pool = ConnectionPool(self.backend, self._make_connection)
-        self._lookup = Lookup(self._pool, service_url, hosts, self.operation_timeout, use_tls=self.use_tls)
-        self._supervisor = Supervisor(self.backend, "pulsar client", self._establish,
-                                      max_reconnect_delay=MAX_RECONNECT_SECONDS,
-                                      reconnect_after_close=0.2)
+        self._lookup = Lookup(self._pool, service_url, settings.hosts, self.operation_timeout, use_tls=self.use_tls)
+        self._supervisor: Supervisor[Supervised] = Supervisor(self.backend, "pulsar client", self._establish,
+                                                              max_reconnect_delay=MAX_RECONNECT_SECONDS,
+                                                              reconnect_after_close=0.2)
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
         self._producers: list[Producer] = []
@@ -141,7 +113,7 @@ class Client:
         return BrokerConnection(self.backend, logical_url, address, connect_timeout=self.connect_timeout,
                                 keep_alive_seconds=self.keep_alive,
                                 proxy_to_broker_url=logical_url if through_proxy else None,
-                                ssl_context=self._ssl_context, authentication=self._authentication,
+                                ssl_context=self.settings.ssl_context, authentication=self.settings.authentication,
                                 on_unknown_send_error=self._unknown_send_error)
 
     def _unknown_send_error(self, event: Any) -> None:
@@ -176,21 +148,21 @@ class Client:
         return next(self._consumer_ids)
 
     @staticmethod
-    def _establish(target: Any) -> Any:
+    def _establish(target: Supervised) -> Any:
         return target.establish()
 
-    def forget_producer(self, producer: PartitionProducer) -> None:
+    def forget_producer(self, producer: Supervised) -> None:
         self._supervisor.release(producer)
 
-    def forget_consumer(self, consumer: TopicConsumer) -> None:
+    def forget_consumer(self, consumer: Supervised) -> None:
         self._supervisor.release(consumer)
 
-    def producer_closed(self, producer: Producer) -> None:
-        if producer in self._producers:
+    def producer_closed(self, producer: object) -> None:
+        if isinstance(producer, Producer) and producer in self._producers:
             self._producers.remove(producer)
 
-    def consumer_closed(self, consumer: Consumer) -> None:
-        if consumer in self._consumers:
+    def consumer_closed(self, consumer: object) -> None:
+        if isinstance(consumer, Consumer) and consumer in self._consumers:
             self._consumers.remove(consumer)
 
     def forked(self) -> bool:
@@ -222,79 +194,39 @@ class Client:
     def create_producer(
         self,
         topic: str,
-        producer_name: str | None = None,
-        schema: Any = None,
-        initial_sequence_id: int | None = None,
-        send_timeout_millis: int = 30000,
-        compression_type: CompressionType = CompressionType.NONE,
-        max_pending_messages: int = 1000,
-        max_pending_messages_across_partitions: int = 50000,
-        block_if_queue_full: bool = False,
-        batching_enabled: bool = False,
-        batching_max_messages: int = 1000,
-        batching_max_allowed_size_in_bytes: int = 128 * 1024,
-        batching_max_publish_delay_ms: int = 10,
-        chunking_enabled: bool = False,
-        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
-        lazy_start_partitioned_producers: bool = False,
-        properties: dict[str, str] | None = None,
-        batching_type: Any = None,
-        encryption_key: str | None = None,
-        crypto_key_reader: Any = None,
-        access_mode: Any = None,
-        message_router: Any = None,
+        producer_name: str | None = ProducerSettings.producer_name,
+        schema: Any = ProducerSettings.schema,
+        initial_sequence_id: int | None = ProducerSettings.initial_sequence_id,
+        send_timeout_millis: int = ProducerSettings.send_timeout_millis,
+        compression_type: CompressionType = ProducerSettings.compression_type,
+        max_pending_messages: int = ProducerSettings.max_pending_messages,
+        max_pending_messages_across_partitions: int = ProducerSettings.max_pending_messages_across_partitions,
+        block_if_queue_full: bool = ProducerSettings.block_if_queue_full,
+        batching_enabled: bool = ProducerSettings.batching_enabled,
+        batching_max_messages: int = ProducerSettings.batching_max_messages,
+        batching_max_allowed_size_in_bytes: int = ProducerSettings.batching_max_allowed_size_in_bytes,
+        batching_max_publish_delay_ms: int = ProducerSettings.batching_max_publish_delay_ms,
+        chunking_enabled: bool = ProducerSettings.chunking_enabled,
+        message_routing_mode: PartitionsRoutingMode = ProducerSettings.message_routing_mode,
+        lazy_start_partitioned_producers: bool = ProducerSettings.lazy_start_partitioned_producers,
+        properties: dict[str, str] | None = ProducerSettings.properties,
+        batching_type: Any = ProducerSettings.batching_type,
+        encryption_key: str | None = ProducerSettings.encryption_key,
+        crypto_key_reader: Any = ProducerSettings.crypto_key_reader,
+        access_mode: Any = ProducerSettings.access_mode,
+        message_router: Any = ProducerSettings.message_router,
         *,
-        hashing_scheme: str = DEFAULT_HASHING_SCHEME,
-        initial_subscription_name: str | None = None,
+        hashing_scheme: str = ProducerSettings.hashing_scheme,
+        initial_subscription_name: str | None = ProducerSettings.initial_subscription_name,
     ) -> Producer:
         """A producer on topic (every partition of it, when partitioned); raises when the broker refuses it."""
         self.check_usable()
-        topic = full_topic_name(topic)
-        _int_arg("send_timeout_millis", send_timeout_millis)
-        _int_arg("max_pending_messages", max_pending_messages, 1)
-        _int_arg("max_pending_messages_across_partitions", max_pending_messages_across_partitions, 1)
-        _int_arg("batching_max_messages", batching_max_messages, 1)
-        _int_arg("batching_max_allowed_size_in_bytes", batching_max_allowed_size_in_bytes, 1)
-        _int_arg("batching_max_publish_delay_ms", batching_max_publish_delay_ms)
-        if producer_name is not None and not isinstance(producer_name, str):
-            raise ValueError("Argument producer_name is expected to be of type 'str'")
-        if initial_sequence_id is not None:
-            _int_arg("initial_sequence_id", initial_sequence_id, -1)
-        if initial_subscription_name is not None and not isinstance(initial_subscription_name, str):
-            raise ValueError("Argument initial_subscription_name is expected to be of type 'str'")
-        codec = compression_codec(compression_type)  # (ValueError; InvalidConfiguration when its library is missing)
-        if chunking_enabled and batching_enabled:
-            raise ValueError("Batching and chunking of messages can't be enabled together")
-        if chunking_enabled:
-            raise InvalidConfiguration("chunking is not supported by pulsarfast yet (messages up to the broker's "
-                                       "max message size go whole)")
-        if access_mode is not None and getattr(access_mode, "name", access_mode) not in ("Shared", 0):
-            raise InvalidConfiguration("producer access modes other than Shared are not supported by pulsarfast yet")
-        if encryption_key is not None or crypto_key_reader is not None:
-            raise InvalidConfiguration("end-to-end encryption is not supported by pulsarfast")
-        if schema is not None and type(schema).__name__ != "BytesSchema":
-            raise InvalidConfiguration("schemas other than bytes are not supported by pulsarfast yet")
-        if hashing_scheme not in HASHING_SCHEMES:
-            name = getattr(hashing_scheme, "name", None)
-            if name not in HASHING_SCHEMES:
-                raise InvalidConfiguration("hashing_scheme must be one of %s" % ", ".join(HASHING_SCHEMES))
-            hashing_scheme = name
-        names = self._partitions_of(topic)
-        per_partition = max(1, min(max_pending_messages, max_pending_messages_across_partitions // len(names)))
-        partitions = [
-            PartitionProducer(self, name, index, producer_name=producer_name, initial_sequence_id=initial_sequence_id,
-                              send_timeout_millis=send_timeout_millis, max_pending_messages=per_partition,
-                              block_if_queue_full=block_if_queue_full, properties=properties,
-                              batching=bool(batching_enabled), batching_max_messages=batching_max_messages,
-                              batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-                              batching_max_publish_delay_ms=batching_max_publish_delay_ms, compression=codec,
-                              initial_subscription_name=initial_subscription_name)
-            for name, index in names
-        ]
+        settings = ProducerSettings.from_arguments(locals())
+        names = self._partitions_of(settings.topic)
+        max_pending = settings.pending_per_partition(len(names))
+        partitions = [PartitionProducer(self, name, index, settings, max_pending) for name, index in names]
         self._start(partitions, lambda p: p.close(self.operation_timeout))
-        producer = Producer(self, topic, partitions, routing_mode=PartitionsRoutingMode(message_routing_mode),
-                            hashing_scheme=hashing_scheme, message_router=message_router,
-                            send_timeout_millis=send_timeout_millis)
+        producer = Producer(self, settings, partitions)
         self._producers.append(producer)
         return producer
 
@@ -303,78 +235,41 @@ class Client:
         self,
         topic: str | list[str] | re.Pattern,
         subscription_name: str,
-        consumer_type: ConsumerType = ConsumerType.Exclusive,
-        schema: Any = None,
-        message_listener: MessageListener | None = None,
-        receiver_queue_size: int = 1000,
-        max_total_receiver_queue_size_across_partitions: int = 50000,
-        consumer_name: str | None = None,
-        unacked_messages_timeout_ms: int | None = None,
-        broker_consumer_stats_cache_time_ms: int = 30000,
-        negative_ack_redelivery_delay_ms: int = 60000,
-        is_read_compacted: bool = False,
-        properties: dict[str, str] | None = None,
-        pattern_auto_discovery_period: int = 60,
-        initial_position: InitialPosition = InitialPosition.Latest,
-        crypto_key_reader: Any = None,
-        replicate_subscription_state_enabled: bool = False,
-        max_pending_chunked_message: int = 10,
-        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
-        start_message_id_inclusive: bool = False,
-        batch_receive_policy: Any = None,
-        key_shared_policy: Any = None,
-        batch_index_ack_enabled: bool = False,
-        regex_subscription_mode: Any = None,
-        dead_letter_policy: Any = None,
-        crypto_failure_action: Any = None,
+        consumer_type: ConsumerType = ConsumerSettings.consumer_type,
+        schema: Any = ConsumerSettings.schema,
+        message_listener: MessageListener | None = ConsumerSettings.message_listener,
+        receiver_queue_size: int = ConsumerSettings.receiver_queue_size,
+        max_total_receiver_queue_size_across_partitions: int = (
+            ConsumerSettings.max_total_receiver_queue_size_across_partitions),
+        consumer_name: str | None = ConsumerSettings.consumer_name,
+        unacked_messages_timeout_ms: int | None = ConsumerSettings.unacked_messages_timeout_ms,
+        broker_consumer_stats_cache_time_ms: int = ConsumerSettings.broker_consumer_stats_cache_time_ms,
+        negative_ack_redelivery_delay_ms: int = ConsumerSettings.negative_ack_redelivery_delay_ms,
+        is_read_compacted: bool = ConsumerSettings.is_read_compacted,
+        properties: dict[str, str] | None = ConsumerSettings.properties,
+        pattern_auto_discovery_period: int = ConsumerSettings.pattern_auto_discovery_period,
+        initial_position: InitialPosition = ConsumerSettings.initial_position,
+        crypto_key_reader: Any = ConsumerSettings.crypto_key_reader,
+        replicate_subscription_state_enabled: bool = ConsumerSettings.replicate_subscription_state_enabled,
+        max_pending_chunked_message: int = ConsumerSettings.max_pending_chunked_message,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = (
+            ConsumerSettings.auto_ack_oldest_chunked_message_on_queue_full),
+        start_message_id_inclusive: bool = ConsumerSettings.start_message_id_inclusive,
+        batch_receive_policy: Any = ConsumerSettings.batch_receive_policy,
+        key_shared_policy: Any = ConsumerSettings.key_shared_policy,
+        batch_index_ack_enabled: bool = ConsumerSettings.batch_index_ack_enabled,
+        regex_subscription_mode: Any = ConsumerSettings.regex_subscription_mode,
+        dead_letter_policy: Any = ConsumerSettings.dead_letter_policy,
+        crypto_failure_action: Any = ConsumerSettings.crypto_failure_action,
         *,
-        ack_grouping_time_ms: int = 100,
+        ack_grouping_time_ms: int = ConsumerSettings.ack_grouping_time_ms,
     ) -> Consumer:
         """A consumer of subscription_name on one topic, a list of topics, and every partition of each."""
         self.check_usable()
-        if isinstance(topic, re.Pattern):
-            raise InvalidConfiguration("pattern subscriptions are not supported by pulsarfast yet")
-        if isinstance(topic, str):
-            topics = [full_topic_name(topic)]
-            label = topics[0]
-        elif isinstance(topic, (list, tuple)) and topic and all(isinstance(t, str) for t in topic):
-            topics = [full_topic_name(t) for t in topic]
-            label = ",".join(topics)
-        else:
-            raise ValueError("Argument topic is expected to be of type 'str' or 'list', not %r" % (topic,))
-        if not isinstance(subscription_name, str) or not subscription_name:
-            raise ValueError("Argument subscription_name must be a non-empty str")
-        _int_arg("receiver_queue_size", receiver_queue_size)
-        _int_arg("max_total_receiver_queue_size_across_partitions", max_total_receiver_queue_size_across_partitions, 1)
-        _int_arg("negative_ack_redelivery_delay_ms", negative_ack_redelivery_delay_ms)
-        _int_arg("ack_grouping_time_ms", ack_grouping_time_ms)
-        if message_listener is not None and not callable(message_listener):
-            raise ValueError("message_listener must be callable")
-        unacked_messages_timeout_ms = unacked_timeout_arg(unacked_messages_timeout_ms)
-        if key_shared_policy is not None:
-            raise InvalidConfiguration("key_shared_policy is not supported by pulsarfast yet (KeyShared uses AutoSplit)")
-        if schema is not None and type(schema).__name__ != "BytesSchema":
-            raise InvalidConfiguration("schemas other than bytes are not supported by pulsarfast yet")
-        if crypto_key_reader is not None:
-            raise InvalidConfiguration("end-to-end encryption is not supported by pulsarfast")
-        dead_letter_policy = dead_letter_policy_arg(dead_letter_policy, ConsumerType(consumer_type))
-        consumer = Consumer(
-            self, label, subscription_name, consumer_type=ConsumerType(consumer_type),
-            receiver_queue_size=receiver_queue_size,
-            max_total_receiver_queue_size_across_partitions=max_total_receiver_queue_size_across_partitions,
-            consumer_name=consumer_name, negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            initial_position=InitialPosition(initial_position), read_compacted=is_read_compacted,
-            properties=properties, replicate_subscription_state=replicate_subscription_state_enabled,
-            message_listener=message_listener, ack_grouping_time_ms=ack_grouping_time_ms,
-            unacked_messages_timeout_ms=unacked_messages_timeout_ms, dead_letter_policy=dead_letter_policy,
-        )
-        for name in topics:
-            for partition_topic, index in self._partitions_of(name):
-                consumer.add_topic(partition_topic, index)
-        consumer.spread_budget()
-        self._start(consumer.topic_consumers(), lambda c: c.close())
-        consumer.start_listener()
-        self._consumers.append(consumer)
+        settings = ConsumerSettings.from_arguments(locals())
+        consumer = Consumer(self, settings)
+        names = [partition for topic_name in settings.topics for partition in self._partitions_of(topic_name)]
+        self._start_consumer(consumer, names)
         return consumer
 
     @from_any_thread()
@@ -382,50 +277,44 @@ class Client:
         self,
         topic: str,
         start_message_id: MessageId,
-        schema: Any = None,
-        reader_listener: ReaderListener | None = None,
-        receiver_queue_size: int = 1000,
-        reader_name: str | None = None,
-        subscription_role_prefix: str | None = None,
-        is_read_compacted: bool = False,
-        crypto_key_reader: Any = None,
-        start_message_id_inclusive: bool = False,
-        crypto_failure_action: Any = None,
+        schema: Any = ReaderSettings.schema,
+        reader_listener: ReaderListener | None = ReaderSettings.reader_listener,
+        receiver_queue_size: int = ReaderSettings.receiver_queue_size,
+        reader_name: str | None = ReaderSettings.reader_name,
+        subscription_role_prefix: str | None = ReaderSettings.subscription_role_prefix,
+        is_read_compacted: bool = ReaderSettings.is_read_compacted,
+        crypto_key_reader: Any = ReaderSettings.crypto_key_reader,
+        start_message_id_inclusive: bool = ReaderSettings.start_message_id_inclusive,
+        crypto_failure_action: Any = ReaderSettings.crypto_failure_action,
     ) -> Reader:
         """A reader of topic from start_message_id (MessageId.earliest, MessageId.latest or a stored id)."""
         self.check_usable()
-        check_reader_arguments(topic, start_message_id, reader_listener, receiver_queue_size, reader_name,
-                               subscription_role_prefix, is_read_compacted, crypto_key_reader,
-                               start_message_id_inclusive, schema)
-        topic = full_topic_name(topic)
-        names = self._partitions_of(topic)
-        check_partitioned_start(topic, len(names) if names[0][1] >= 0 else 0, start_message_id)
-        reader = Reader(self)
-        consumer = Consumer(
-            self, topic, reader_subscription_name(subscription_role_prefix), consumer_type=ConsumerType.Exclusive,
-            receiver_queue_size=receiver_queue_size, max_total_receiver_queue_size_across_partitions=50000,
-            consumer_name=reader_name, negative_ack_redelivery_delay_ms=60000,
-            initial_position=InitialPosition.Earliest if is_earliest(start_message_id) else InitialPosition.Latest,
-            read_compacted=is_read_compacted, properties=None, replicate_subscription_state=False,
-            message_listener=reader.listener_for(reader_listener), durable=False,
-            start_message_id=start_message_id, start_message_id_inclusive=start_message_id_inclusive,
-        )
-        for partition_topic, index in names:
-            consumer.add_topic(partition_topic, index)
+        settings = ReaderSettings.from_arguments(locals())
+        names = self._partitions_of(settings.topic)
+        settings.check_partitions(len(names) if names[0][1] >= 0 else 0)
+        reader = Reader(self, settings)
+        self._start_consumer(reader.consumer, names, reader.start_at_last_message
+                             if settings.starts_at_last_message else None)
+        return reader
+
+    def _start_consumer(self, consumer: Consumer, names: list[tuple[str, int]],
+                        then: Callable[[], None] | None = None) -> None:
+        """Subscribe consumer on each topic or partition (name, index) now (errors reach the
+        caller), then (a reader's) ``then()``; then its listener starts, and the client keeps it."""
+        for topic, index in names:
+            consumer.add_topic(topic, index)
         consumer.spread_budget()
         self._start(consumer.topic_consumers(), lambda c: c.close())
-        reader.attach(consumer)
-        if start_message_id_inclusive and is_latest(start_message_id):
+        if then is not None:
             try:
-                reader.start_at_last_message()
+                then()
             except BaseException:
                 consumer.close()
                 raise
         consumer.start_listener()
         self._consumers.append(consumer)
-        return reader
 
-    def _start(self, targets: list[Any], undo: Any) -> None:
+    def _start(self, targets: Sequence[Supervised], undo: Callable[[Any], None]) -> None:
         """Create each producer or consumer on its broker now (errors reach the
         caller, and the ones created are closed again); then the supervisor
         keeps them."""
@@ -444,7 +333,7 @@ class Client:
         for target, link in started:
             self._supervisor.adopt(target, link)
 
-    def establish_retrying(self, target: Any) -> Any:
+    def establish_retrying(self, target: Supervised) -> Any:
         """target.establish(), tried again with backoff while the broker answers that it cannot
         serve yet (its storage or metadata not ready, a bundle moving, too many lookups), within
         the operation timeout, as the official clients do; other errors reach the caller at once."""

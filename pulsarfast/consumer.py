@@ -85,15 +85,16 @@ import collections
 import itertools
 import logging
 import queue as _queue
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import Any, Callable, TypedDict
 
 from msgengine.flow import FlowControl, LinkCredit
 from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
 from .compression import decompress
-from .deadletter import ConsumerDeadLetterPolicy
-from .enums import ConsumerType, InitialPosition
+from .config import ConsumerSettings
+from .connection import BrokerConnection
+from .enums import ConsumerType
 from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
@@ -106,13 +107,10 @@ from .errors import (
 )
 from .link import SessionLink
 from .message import BatchDelivery, Message, MessageId, batch_messages
+from .owner import Owner
 from .position import StartPosition, is_earliest, is_latest
 from .redelivery import PartitionRedelivery, Redelivery
 from .wire import read_fields, split_batch_decoded
-
-if TYPE_CHECKING:
-    from .client import Client
-    from .connection import BrokerConnection
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +163,7 @@ class ConsumerStats(TypedDict):
 class _ConsumerLink(SessionLink):
     """One broker-side life of a TopicConsumer on one connection."""
 
-    def __init__(self, consumer: "TopicConsumer", conn: "BrokerConnection") -> None:
+    def __init__(self, consumer: "TopicConsumer", conn: BrokerConnection) -> None:
         super().__init__(conn)
         self.consumer = consumer
 
@@ -198,7 +196,8 @@ class TopicConsumer:
 
     def __init__(self, owner: "Consumer", topic: str, partition: int) -> None:
         self.owner = owner
-        self.client = owner.client
+        self.client: Owner = owner.client
+        self.settings: ConsumerSettings = owner.settings
         self.topic = topic
         self.partition = partition
         self.consumer_id = self.client.new_consumer_id()
@@ -236,10 +235,10 @@ class TopicConsumer:
         self.negatively_acknowledged = 0
         self.acknowledged_cumulative = 0
         #: False for a reader's subscription: it resumes after the last message handed out
-        self.durable = owner.durable
+        self.durable = self.settings.durable
         #: where a non-durable subscription (re)starts, and what delivered before it is dropped
         #: (a reader's start, then its last message handed out; a seek's target)
-        self.start: StartPosition | None = owner.start_position
+        self.start: StartPosition | None = self.settings.start_position
 
     def __repr__(self) -> str:
         return "<TopicConsumer %s id=%d>" % (self.topic, self.consumer_id)
@@ -250,7 +249,7 @@ class TopicConsumer:
         if self.closed:
             raise AlreadyClosed("consumer closed")
         conn = self.client.connection_for(self.topic)
-        owner = self.owner
+        settings = self.settings
         link = _ConsumerLink(self, conn)
         with self._lock:
             self.epoch += 1  # (before SUBSCRIBE: what arrives from now on belongs to the new subscription)
@@ -262,11 +261,11 @@ class TopicConsumer:
         conn.register_consumer(self.consumer_id, link)
         try:
             conn.request(lambda rid: proto.subscribe(
-                self.topic, owner.subscription, _SUB_TYPES[owner.consumer_type], self.consumer_id, rid,
-                consumer_name=owner.consumer_name_given, initial_position=int(owner.initial_position),
-                read_compacted=owner.read_compacted, metadata=owner.properties,
-                replicate_subscription_state=owner.replicate_subscription_state,
-                key_shared_mode=0 if owner.consumer_type == ConsumerType.KeyShared else None,
+                self.topic, settings.subscription_name, _SUB_TYPES[settings.consumer_type], self.consumer_id, rid,
+                consumer_name=settings.consumer_name, initial_position=int(settings.initial_position),
+                read_compacted=settings.is_read_compacted, metadata=settings.metadata,
+                replicate_subscription_state=settings.replicate_subscription_state_enabled,
+                key_shared_mode=0 if settings.consumer_type == ConsumerType.KeyShared else None,
                 durable=self.durable, start_message_id=start_id,
             ), self.client.operation_timeout)
         except BaseException:
@@ -499,7 +498,7 @@ class TopicConsumer:
         logger.error("[%s] message %d:%d %s: not delivered, asked again after the negative-ack delay",
                      self.topic, event.ledger_id, event.entry_id, why)
         self._skip_unread(messages_in_entry)
-        self.owner.nack_entry(self, event.ledger_id, event.entry_id)
+        self.redeliver_later((event.ledger_id, event.entry_id))
 
     def _skip_unread(self, count: int) -> None:
         """Messages that will not reach the queue still free their permits (in one go: a batch's
@@ -581,12 +580,12 @@ class TopicConsumer:
                                                                    self.partition))
 
     def _send_ack(self, ack_type: int, message_id_bytes: bytes) -> None:
-        if ack_type == proto.ACK_INDIVIDUAL and self.owner.ack_grouping_seconds > 0:
+        if ack_type == proto.ACK_INDIVIDUAL and self.settings.ack_grouping_seconds > 0:
             self._acks.append(message_id_bytes)  # (a deque: appends and send_acks' pops need no lock)
             if self._ack_timer is None:
                 with self._lock:
                     if self._ack_timer is None and not self.closed:
-                        self._ack_timer = self.client.backend.call_later(self.owner.ack_grouping_seconds,
+                        self._ack_timer = self.client.backend.call_later(self.settings.ack_grouping_seconds,
                                                                          self._acks_due)
             return
         link = self._link
@@ -640,7 +639,7 @@ class TopicConsumer:
         link = self._subscribed_link()
         if message_id is not None:
             position: StartPosition | None = StartPosition(
-                message_id, inclusive=self.durable or self.owner.start_message_id_inclusive)
+                message_id, inclusive=self.durable or self.settings.start_message_id_inclusive)
             command_id: bytes | None = message_id.to_proto()
         else:  # (a reader: the broker keeps its subscription through the seek's disconnect)
             position = (StartPosition(MessageId.earliest, inclusive=True, pins_on_arrival=True)
@@ -706,7 +705,7 @@ class TopicConsumer:
         link = self._link
         if link is None or link.closed:
             return
-        if not entries or self.owner.consumer_type not in _REDELIVER_BY_ID:
+        if not entries or self.settings.consumer_type not in _REDELIVER_BY_ID:
             # everything not acknowledged comes again (on Exclusive and Failover subscriptions whatever
             # ids are given: the broker rewinds): what waits unread in the queue is dropped, not delivered twice
             self.epoch += 1
@@ -718,6 +717,11 @@ class TopicConsumer:
             link.conn.send_command(proto.redeliver_unacknowledged(self.consumer_id, ids))
         except PulsarException:
             pass
+
+    def redeliver_later(self, entry: tuple[int, int]) -> None:
+        """Ask the broker for entry again after the negative-ack delay (a message that cannot be
+        delivered, or that the dead-letter topic did not take)."""
+        self.owner.nack_entry(self, *entry)
 
     def dropped(self, epoch: int, count: int = 1) -> None:
         """count queued messages of an earlier epoch were dropped unread; their permits go back when
@@ -801,29 +805,11 @@ class _NegativeAcks:
 class Consumer:
     """A subscription over one or more topics; see the module docstring."""
 
-    def __init__(self, client: "Client", topic_label: str, subscription: str, *, consumer_type: ConsumerType,
-                 receiver_queue_size: int, max_total_receiver_queue_size_across_partitions: int,
-                 consumer_name: str | None, negative_ack_redelivery_delay_ms: int, initial_position: InitialPosition,
-                 read_compacted: bool, properties: dict[str, str] | None, replicate_subscription_state: bool,
-                 message_listener: MessageListener | None, ack_grouping_time_ms: int = 100, durable: bool = True,
-                 start_message_id: MessageId | None = None, start_message_id_inclusive: bool = False,
-                 unacked_messages_timeout_ms: int = 0,
-                 dead_letter_policy: ConsumerDeadLetterPolicy | None = None) -> None:
+    def __init__(self, client: Owner, settings: ConsumerSettings) -> None:
         self.client = client
         self.backend = client.backend
-        self._topic_label = topic_label
-        self.subscription = subscription
-        self.consumer_type = consumer_type
-        self.consumer_name_given = consumer_name
-        self.initial_position = initial_position
-        self.read_compacted = read_compacted
-        self.properties = dict(properties or {})
-        self.replicate_subscription_state = replicate_subscription_state
-        self.receiver_queue_size = max(1, receiver_queue_size)
-        self.max_total_queue = max(1, max_total_receiver_queue_size_across_partitions)
-        self._listener = message_listener
-        #: individual acknowledgements are sent together at most this often (0: each at once)
-        self.ack_grouping_seconds = max(0, ack_grouping_time_ms) / 1000.0
+        self.settings = settings
+        self._listener = settings.message_listener
         #: batches arrived, each (TopicConsumer, epoch, [Message, ...]); receive() moves one at a
         #: time into _ready, whose messages it then hands out without touching the queue
         self._queue = self.backend.queue()
@@ -831,19 +817,14 @@ class Consumer:
         #: open and in the process that made it: receive()'s fast path may be taken
         self._usable = True
         self._topics: list[TopicConsumer] = []
-        self._by_topic: dict[str, TopicConsumer] = {}
-        self._flow = FlowControl(self.receiver_queue_size)
-        self._nacks = _NegativeAcks(self, negative_ack_redelivery_delay_ms / 1000.0)
+        #: (keyed by topic names; looked up with a message id's topic, None for an id built by hand)
+        self._by_topic: dict[str | None, TopicConsumer] = {}
+        self._flow = FlowControl(settings.queue_size)
+        self._nacks = _NegativeAcks(self, settings.negative_ack_delay)
         #: the unacked-message timeout and the dead-letter policy (None when both are off; see redelivery.py)
-        self.redelivery = (Redelivery(self, unacked_messages_timeout_ms, dead_letter_policy)
-                           if unacked_messages_timeout_ms or dead_letter_policy is not None else None)
+        self.redelivery = Redelivery(client, settings) if settings.delivery_controls else None
         self._listener_task: Any = None
         self.closed = False
-        #: a reader's subscription is not durable; it starts at start_message_id
-        self.durable = durable
-        self.start_message_id_inclusive = start_message_id_inclusive
-        self.start_position = (StartPosition(start_message_id, start_message_id_inclusive)
-                               if start_message_id is not None else None)
 
     # -- set-up (by the client) -------------------------------------------------------------
 
@@ -856,9 +837,7 @@ class Consumer:
 
     def spread_budget(self) -> None:
         """Each TopicConsumer's share of the budget (flow control decides)."""
-        count = len(self._topics)
-        budget = self.receiver_queue_size if count <= 1 else min(self.receiver_queue_size * count, self.max_total_queue)
-        self._flow.set_max_in_flight(budget)
+        self._flow.set_max_in_flight(self.settings.receive_budget(len(self._topics)))
         for consumer in self._topics:
             consumer.set_share(self._flow.share(consumer.credit))
 
@@ -885,13 +864,13 @@ class Consumer:
     # -- the official API --------------------------------------------------------------------
 
     def topic(self) -> str:
-        return self._topic_label
+        return self.settings.label
 
     def subscription_name(self) -> str:
-        return self.subscription
+        return self.settings.subscription_name
 
     def consumer_name(self) -> str:
-        return self.consumer_name_given or ""
+        return self.settings.consumer_name or ""
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits at most timeout_millis (then raises Timeout), or for ever."""
@@ -904,9 +883,9 @@ class Consumer:
             except IndexError:  # (another thread took the last one)
                 pass
             else:
-                message = self._hand_out(consumer, epoch, message)
-                if message is not None:
-                    return message
+                handed = self._hand_out(consumer, epoch, message)
+                if handed is not None:
+                    return handed
         return self._receive_waiting(timeout_millis)
 
     @from_any_thread()
@@ -923,7 +902,7 @@ class Consumer:
             if message is _CLOSED:
                 raise AlreadyClosed("consumer closed")
             if message is None:
-                raise Timeout("no message within %d ms" % timeout_millis)
+                raise Timeout("no message within %d ms" % (timeout_millis or 0))
             return message
 
     def _take(self, deadline: float | None) -> Any:
@@ -955,9 +934,9 @@ class Consumer:
                 else:  # (a batch of an earlier epoch, dropped whole)
                     consumer.dropped(epoch, len(messages))
                 continue
-            message = self._hand_out(consumer, epoch, message)
-            if message is not None:
-                return message
+            handed = self._hand_out(consumer, epoch, message)
+            if handed is not None:
+                return handed
 
     @staticmethod
     def _hand_out(consumer: TopicConsumer, epoch: int, message: Message) -> Message | None:
@@ -985,7 +964,7 @@ class Consumer:
             try:
                 listener(self, message)
             except Exception:
-                logger.exception("[%s] message_listener raised", self._topic_label)
+                logger.exception("[%s] message_listener raised", self.settings.label)
 
     def _topic_consumer(self, message_id: MessageId) -> TopicConsumer:
         if message_id.topic is not None:
@@ -1031,7 +1010,7 @@ class Consumer:
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and every one before it (of its partition)."""
         self._check_open()
-        if self.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+        if self.settings.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement needs an Exclusive or "
                                                            "Failover subscription")
         message_id = self._id_of(message)
@@ -1068,7 +1047,7 @@ class Consumer:
         topics = {consumer.topic: consumer.stats() for consumer in list(self._topics)}
         each = list(topics.values())
         return {
-            "subscription": self.subscription,
+            "subscription": self.settings.subscription_name,
             "closed": self.closed,
             "received": sum(t["received"] for t in each),
             "acknowledged": sum(t["acknowledged"] for t in each),

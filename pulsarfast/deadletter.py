@@ -28,17 +28,13 @@ lost before someone subscribes.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .enums import ConsumerType
 from .errors import AlreadyClosed, PulsarException, Result
 from .message import Message
+from .owner import Owner, SendingProducer
 from .topics import full_topic_name
-
-if TYPE_CHECKING:
-    from .client import Client
-    from .producer import Producer
-    from .redelivery import PartitionRedelivery
 
 logger = logging.getLogger(__name__)
 
@@ -95,28 +91,30 @@ class ConsumerDeadLetterPolicy:
             % (self._max_redeliver_count, self._dead_letter_topic, self._initial_subscription_name)
 
 
-def dead_letter_policy_arg(policy: Any, consumer_type: ConsumerType) -> ConsumerDeadLetterPolicy | None:
-    """subscribe()'s dead_letter_policy, checked (also the official module's policy object)."""
-    if policy is None:
-        return None
-    try:
-        checked = ConsumerDeadLetterPolicy(policy.max_redeliver_count, policy.dead_letter_topic or None,
-                                           policy.initial_subscription_name or None)
-    except AttributeError:
-        raise ValueError("Argument dead_letter_policy is expected to be a ConsumerDeadLetterPolicy, not %r"
-                         % (policy,)) from None
-    if consumer_type not in (ConsumerType.Shared, ConsumerType.KeyShared):
-        # accepted, as the official client accepts it, but said out loud: it can never apply
-        logger.warning("dead_letter_policy on an %s subscription: the broker counts redeliveries "
-                       "(redelivery_count) only on Shared and KeyShared ones, so no message will ever reach the "
-                       "dead-letter topic", ConsumerType(consumer_type).name)
-    return checked
+class DeadLetterOrigin(Protocol):
+    """The partition an entry was consumed from (``redelivery.PartitionRedelivery``): told
+    whether the entry reached the dead-letter topic."""
+
+    @property
+    def topic(self) -> str: ...
+
+    def dead_lettered(self, entry: tuple[int, int]) -> None:
+        """Every message of entry is on the dead-letter topic."""
+
+    def dead_letter_failed(self, entry: tuple[int, int]) -> None:
+        """The dead-letter topic did not take entry."""
 
 
 class DeadLetters:
     """One consumer's dead-letter topic(s) and their producers (see the module docstring)."""
 
-    def __init__(self, client: "Client", subscription: str, policy: ConsumerDeadLetterPolicy) -> None:
+    def __init__(self, client: Owner, subscription: str, policy: ConsumerDeadLetterPolicy,
+                 consumer_type: ConsumerType) -> None:
+        if consumer_type not in (ConsumerType.Shared, ConsumerType.KeyShared):
+            # accepted, as the official client accepts it, but said out loud: it can never apply
+            logger.warning("dead_letter_policy on an %s subscription: the broker counts redeliveries "
+                           "(redelivery_count) only on Shared and KeyShared ones, so no message will ever reach "
+                           "the dead-letter topic", ConsumerType(consumer_type).name)
         self.client = client
         self.backend = client.backend
         self.subscription = subscription
@@ -124,7 +122,7 @@ class DeadLetters:
         self._topic = full_topic_name(policy.dead_letter_topic) if policy.dead_letter_topic else None
         self._initial_subscription = policy.initial_subscription_name or None
         self._lock = self.backend.lock()
-        self._producers: dict[str, "Producer"] = {}
+        self._producers: dict[str, SendingProducer] = {}
         self._creating: dict[str, Any] = {}  # topic -> event set once its producer is made (or failed)
         self._closed = False
 
@@ -132,12 +130,12 @@ class DeadLetters:
         """The dead-letter topic of messages consumed from topic (a topic or a partition)."""
         return self._topic or "%s-%s%s" % (topic, self.subscription, DLQ_SUFFIX)
 
-    def send(self, partition: "PartitionRedelivery", entry: tuple[int, int], messages: list[Message]) -> None:
+    def send(self, partition: DeadLetterOrigin, entry: tuple[int, int], messages: list[Message]) -> None:
         """Move the messages of one entry to the dead-letter topic (in a task of its own);
         partition hears of the outcome: dead_lettered(entry) or dead_letter_failed(entry)."""
         self.backend.spawn(self._send, partition, entry, messages)
 
-    def _send(self, partition: "PartitionRedelivery", entry: tuple[int, int], messages: list[Message]) -> None:
+    def _send(self, partition: DeadLetterOrigin, entry: tuple[int, int], messages: list[Message]) -> None:
         topic = self.topic_for(partition.topic)
         try:
             producer = self._producer(topic)
@@ -157,7 +155,7 @@ class DeadLetters:
                 ordering_key=message.ordering_key() or None,
             )
 
-    def _producer(self, topic: str) -> "Producer":
+    def _producer(self, topic: str) -> SendingProducer:
         """The producer on a dead-letter topic, made the first time (one maker at a time)."""
         while True:
             with self._lock:
@@ -202,7 +200,7 @@ class DeadLetters:
 class _EntryOutcome:
     """Counts the receipts of one entry's messages on the dead-letter topic."""
 
-    def __init__(self, backend: Any, partition: "PartitionRedelivery", entry: tuple[int, int], count: int,
+    def __init__(self, backend: Any, partition: DeadLetterOrigin, entry: tuple[int, int], count: int,
                  topic: str) -> None:
         self.backend = backend
         self.partition = partition

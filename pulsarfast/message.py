@@ -244,7 +244,7 @@ def _batch_ids(partition: int, ledger: int, entry: int, count: int, topic: str |
     """The ids of an entry's count batch messages, filled without the constructor (a hot path
     of both the consumer and the producer)."""
     new = object.__new__
-    ids = []
+    ids: list[MessageId] = []
     append = ids.append
     for index in range(count):
         message_id = new(MessageId)
@@ -269,7 +269,7 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
     The consumer's hot path: objects are filled without their constructors."""
     waiting: set[int] = set()
     ids = _batch_ids(partition, ledger, entry, batch_size, topic, BatchDelivery(waiting))
-    messages = []
+    messages: list[Message] = []
     append = messages.append
     add = waiting.add
     new = object.__new__

@@ -47,11 +47,13 @@ import itertools
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import Any, Callable, TypedDict
 
 from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
+from .config import ProducerSettings
+from .connection import BrokerConnection
 from .enums import PartitionsRoutingMode
 from .errors import (
     AlreadyClosed,
@@ -68,12 +70,8 @@ from .errors import (
 from .hashing import partition_for_key
 from .link import SessionLink
 from .message import Message, MessageId, batch_message_ids
+from .owner import Owner
 from .wire import encode_batch_entry, encode_send_frame
-
-if TYPE_CHECKING:
-    from .client import Client
-    from .compression import Codec
-    from .connection import BrokerConnection
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +150,7 @@ class _ProducerLink(SessionLink):
     the connection tells (receipts, errors, close) goes to the producer; the
     supervisor re-creates the producer once this link closes."""
 
-    def __init__(self, producer: "PartitionProducer", conn: "BrokerConnection") -> None:
+    def __init__(self, producer: "PartitionProducer", conn: BrokerConnection) -> None:
         super().__init__(conn)
         self.producer = producer
 
@@ -173,29 +171,23 @@ class _ProducerLink(SessionLink):
 class PartitionProducer:
     """The producer of one topic or partition; see the module docstring."""
 
-    def __init__(self, client: "Client", topic: str, partition: int, *, producer_name: str | None,
-                 initial_sequence_id: int | None, send_timeout_millis: int, max_pending_messages: int,
-                 block_if_queue_full: bool, properties: dict[str, str] | None, batching: bool = False,
-                 batching_max_messages: int = 1000, batching_max_allowed_size_in_bytes: int = 128 * 1024,
-                 batching_max_publish_delay_ms: int = 10, compression: "Codec | None" = None,
-                 initial_subscription_name: str | None = None) -> None:
+    def __init__(self, client: Owner, topic: str, partition: int, settings: ProducerSettings,
+                 max_pending: int) -> None:
         self.client = client
         self.backend = client.backend
         self.topic = topic
         self.partition = partition
+        self.settings = settings
         self.producer_id = client.new_producer_id()
-        self.name = producer_name or ""
+        self.name = settings.producer_name or ""
         self._name_bytes: bytes | None = None  # the name as the frames carry it
-        self.user_provided_name = bool(producer_name)
+        self.user_provided_name = bool(settings.producer_name)
+        initial_sequence_id = settings.initial_sequence_id
         self._next_sequence_id = initial_sequence_id + 1 if initial_sequence_id is not None else 0
         self._sequence_id_given = initial_sequence_id is not None
         self.last_sequence_id = initial_sequence_id if initial_sequence_id is not None else -1
-        self.send_timeout = send_timeout_millis / 1000.0 if send_timeout_millis else 0.0
-        self.max_pending = max(1, max_pending_messages)
-        self.block_if_queue_full = block_if_queue_full
-        self.properties = dict(properties or {})
-        #: a subscription the broker creates on the topic with this producer (a dead-letter topic's)
-        self.initial_subscription_name = initial_subscription_name
+        #: this partition's share of the messages that may wait for a receipt
+        self.max_pending = max_pending
         self._lock = self.backend.lock()
         self._pending: collections.deque[_Send] = collections.deque()
         self._link: _ProducerLink | None = None
@@ -211,15 +203,9 @@ class PartitionProducer:
         self._waiting_messages = 0  # messages sent and not answered yet, the open batch's included
         self._sent = 0  # messages acknowledged by the broker (under the lock)
         self._failed = 0  # messages whose send failed (under the lock)
-        self.batching = batching
-        self.batch_max_messages = max(1, batching_max_messages)
-        self.batch_max_bytes = max(1, batching_max_allowed_size_in_bytes)
-        self.batch_delay = max(0.0, batching_max_publish_delay_ms / 1000.0)
         self._open: list[tuple[_Send, bytes]] = []  # the open batch: each message's send and entry
         self._open_bytes = 0
         self._batch_timer: Any = None
-        #: compresses each frame's payload (a message's, or a whole batch's); None: not compressed
-        self.compression = compression
         self.closed = False
         #: the broker's word that the topic is terminated (None: it is not): sends fail at once
         self._terminated: str | None = None
@@ -241,8 +227,8 @@ class PartitionProducer:
         try:
             answer = conn.request(
                 lambda rid: proto.producer(self.topic, self.producer_id, rid, self.name or None,
-                                           self.user_provided_name, self._epoch, self.properties,
-                                           self.initial_subscription_name),
+                                           self.user_provided_name, self._epoch, self.settings.metadata,
+                                           self.settings.initial_subscription_name),
                 timeout,
             )
         except BaseException as exc:
@@ -291,9 +277,10 @@ class PartitionProducer:
         event to wait on. metadata_args are encode_send_frame's (properties,
         partition_key, event_time, extra_metadata); a message with extra
         metadata (ordering key, delivery time, replication) is never batched."""
+        settings = self.settings
         max_size = self.client.max_message_size
-        batched = self.batching and not metadata_args[3]
-        codec = self.compression
+        batched = settings.batching_enabled and not metadata_args[3]
+        codec = settings.codec
         # (a batch is compressed whole when it closes; an empty payload goes as it is, since the
         # official C++ client cannot read an empty one compressed with zlib, and gains nothing)
         if codec is not None and not batched and payload:
@@ -315,7 +302,7 @@ class PartitionProducer:
                         sequence_id = self._next_sequence_id
                     self._next_sequence_id = sequence_id + 1
                     self._waiting_messages += 1
-                    deadline = monotonic() + self.send_timeout if self.send_timeout else 0.0
+                    deadline = monotonic() + settings.send_timeout if settings.send_timeout else 0.0
                     if batched:
                         send = _Send(sequence_id, b"", callback, deadline, event)
                         pairs, key, event_time, _extra = metadata_args
@@ -334,7 +321,7 @@ class PartitionProducer:
                         frames.append(frame)
                     link = self._queue_locked(frames)
                     break
-                if not self.block_if_queue_full:
+                if not settings.block_if_queue_full:
                     raise ProducerQueueIsFull("%d messages are waiting for the broker" % self._waiting_messages)
                 room = self.backend.event()
                 self._room_waiters.append(room)
@@ -363,10 +350,12 @@ class PartitionProducer:
     def _add_to_batch_locked(self, send: _Send, entry: bytes) -> list[bytes]:
         self._open.append((send, entry))
         self._open_bytes += len(entry)
-        if len(self._open) >= self.batch_max_messages or self._open_bytes >= self.batch_max_bytes:
+        settings = self.settings
+        if (len(self._open) >= settings.batching_max_messages
+                or self._open_bytes >= settings.batching_max_allowed_size_in_bytes):
             return self._close_batch_locked()
         if self._batch_timer is None:
-            self._batch_timer = self.backend.call_later(self.batch_delay, self._batch_due)
+            self._batch_timer = self.backend.call_later(settings.batch_delay, self._batch_due)
         return []
 
     def _close_batch_locked(self) -> list[bytes]:
@@ -386,7 +375,7 @@ class PartitionProducer:
             name = self._name_bytes = self.name.encode("utf-8")
         body = b"".join(entry for _send, entry in open_batch)
         extra = proto.f_uint(11, count)
-        codec = self.compression
+        codec = self.settings.codec
         if codec is not None:
             extra += proto.compression_metadata(codec.type, len(body))
             body = codec.compress(body)
@@ -517,7 +506,7 @@ class PartitionProducer:
                 return
             waiters, token = self._finishing_locked(expired)
         self._wake(waiters)
-        error = Timeout("no receipt from the broker within %.1fs" % self.send_timeout)
+        error = Timeout("no receipt from the broker within %.1fs" % self.settings.send_timeout)
         try:
             self.backend.spawn(self._fail_on_this_task, token, expired, error)  # (callbacks off the timer's task)
         except BaseException:  # no task to be had (at interpreter exit): here, then
@@ -621,18 +610,13 @@ def _check_type(name: str, value: Any, types: Any, type_name: str) -> None:
 class Producer:
     """Publishes to one topic (all of its partitions, when partitioned)."""
 
-    def __init__(self, client: "Client", topic: str, partitions: list[PartitionProducer], *,
-                 routing_mode: PartitionsRoutingMode, hashing_scheme: str, message_router: Any,
-                 send_timeout_millis: int) -> None:
+    def __init__(self, client: Owner, settings: ProducerSettings, partitions: list[PartitionProducer]) -> None:
         self._client = client
         self.backend = client.backend
-        self._topic = topic
+        self.settings = settings
+        self._topic = settings.topic
         self._partitions = partitions
-        self._routing_mode = routing_mode
-        self._hashing_scheme = hashing_scheme
-        self._message_router = message_router
         self._next_partition = random.randrange(len(partitions))
-        self._send_timeout = send_timeout_millis / 1000.0 if send_timeout_millis else None
         self._closed = False
 
     # -- the official API ---------------------------------------------------------------
@@ -661,7 +645,7 @@ class Producer:
                 "topics": topics}
 
     @from_any_thread()
-    def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,
+    def send(self, content: bytes | None, properties: dict[str, str] | None = None, partition_key: str | None = None,
              ordering_key: str | None = None, sequence_id: int | None = None,
              replication_clusters: list[str] | None = None, disable_replication: bool = False,
              event_timestamp: int | None = None, deliver_at: int | None = None,
@@ -676,7 +660,7 @@ class Producer:
         return send.message_id
 
     @from_any_thread()
-    def send_async(self, content: bytes, callback: SendCallback, properties: dict[str, str] | None = None,
+    def send_async(self, content: bytes | None, callback: SendCallback, properties: dict[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | None = None,
                    sequence_id: int | None = None, replication_clusters: list[str] | None = None,
                    disable_replication: bool = False, event_timestamp: int | None = None,
@@ -699,7 +683,7 @@ class Producer:
         """Block until every message sent before the call has its outcome."""
         self._client.check_usable()
         for partition in self._partitions:
-            partition.flush(self._send_timeout)
+            partition.flush(self.settings.flush_timeout)
 
     @from_any_thread()
     def close(self) -> None:
@@ -773,16 +757,17 @@ class Producer:
         count = len(partitions)
         if count == 1:
             return partitions[0]
-        if self._message_router is not None:
+        settings = self.settings
+        if settings.message_router is not None:
             message = Message(payload, MessageId(), self._topic, properties=dict(properties or {}),
                               partition_key=partition_key)
-            index = self._message_router(message, count)
+            index = settings.message_router(message, count)
             if not isinstance(index, int) or not 0 <= index < count:
                 raise InvalidConfiguration("message_router returned %r for %d partitions" % (index, count))
             return partitions[index]
         if partition_key:
-            return partitions[partition_for_key(partition_key, count, self._hashing_scheme)]
-        if self._routing_mode == PartitionsRoutingMode.UseSinglePartition:
+            return partitions[partition_for_key(partition_key, count, settings.hashing_scheme)]
+        if settings.message_routing_mode == PartitionsRoutingMode.UseSinglePartition:
             return partitions[self._next_partition]
         index = self._next_partition
         self._next_partition = (index + 1) % count

@@ -10,7 +10,9 @@ stored id (the message after it, or that one with
 batch). It acknowledges nothing. The broker forgets a non-durable
 subscription when its consumer goes, so after a reconnect the reader
 subscribes again after the last message it handed out (``StartPosition`` in
-position.py): it neither repeats nor skips.
+position.py): it neither repeats nor skips. Its settings
+(``config.ReaderSettings``: the subscription's name, the consumer's settings)
+are made from ``create_reader``'s arguments.
 
 ``has_message_available()`` asks the broker for the topic's last message id
 and compares it with the reader's position. ``seek()`` takes a message id or
@@ -23,77 +25,31 @@ stored id names one partition, so it is refused there (read that partition,
 """
 from __future__ import annotations
 
-import secrets
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from msgengine.runtime import from_any_thread
 
+from .config import ReaderSettings
 from .consumer import Consumer, ConsumerStats
-from .errors import AlreadyClosed, InvalidConfiguration, NotConnected
+from .errors import AlreadyClosed
 from .message import Message, MessageId
-from .position import has_after, is_earliest, is_latest
-
-if TYPE_CHECKING:
-    from .client import Client
+from .owner import Owner
+from .position import has_after
 
 ReaderListener = Callable[["Reader", Message], None]
 
 
-def reader_subscription_name(subscription_role_prefix: str | None) -> str:
-    """A fresh subscription name for a reader."""
-    name = "reader-" + secrets.token_hex(5)
-    return "%s-%s" % (subscription_role_prefix, name) if subscription_role_prefix else name
-
-
-def check_reader_arguments(topic: Any, start_message_id: Any, reader_listener: Any, receiver_queue_size: Any,
-                           reader_name: Any, subscription_role_prefix: Any, is_read_compacted: Any,
-                           crypto_key_reader: Any, start_message_id_inclusive: Any, schema: Any) -> None:
-    """ValueError for arguments of the wrong type (as the official client raises),
-    InvalidConfiguration for features pulsarfast does not have."""
-    if not isinstance(topic, str):
-        raise ValueError("Argument topic is expected to be of type 'str' and not '%s'" % type(topic).__name__)
-    if not isinstance(start_message_id, MessageId):
-        raise ValueError("Argument start_message_id is expected to be of type 'MessageId' and not '%s'"
-                         % type(start_message_id).__name__)
-    if not isinstance(receiver_queue_size, int) or isinstance(receiver_queue_size, bool):
-        raise ValueError("Argument receiver_queue_size is expected to be of type 'int' and not '%s'"
-                         % type(receiver_queue_size).__name__)
-    for name, value in (("reader_name", reader_name), ("subscription_role_prefix", subscription_role_prefix)):
-        if value is not None and not isinstance(value, str):
-            raise ValueError("Argument %s is expected to be either None or of type 'str'" % name)
-    for name, value in (("is_read_compacted", is_read_compacted),
-                        ("start_message_id_inclusive", start_message_id_inclusive)):
-        if not isinstance(value, bool):
-            raise ValueError("Argument %s is expected to be of type 'bool' and not '%s'" % (name, type(value).__name__))
-    if reader_listener is not None and not callable(reader_listener):
-        raise ValueError("reader_listener must be callable")
-    if crypto_key_reader is not None:
-        raise InvalidConfiguration("end-to-end encryption is not supported by pulsarfast")
-    if schema is not None and type(schema).__name__ != "BytesSchema":
-        raise InvalidConfiguration("schemas other than bytes are not supported by pulsarfast yet")
-
-
-def check_partitioned_start(topic: str, partitions: int, start_message_id: MessageId) -> None:
-    if partitions > 0 and not (is_earliest(start_message_id) or is_latest(start_message_id)):
-        raise InvalidConfiguration(
-            "%s has %d partitions: a reader on a partitioned topic starts at MessageId.earliest or "
-            "MessageId.latest (a message id names one partition: read '%s-partition-<n>' to start from it)"
-            % (topic, partitions, topic))
-
-
 class Reader:
-    """Reads a topic from a position; see the module docstring."""
+    """Reads a topic from a position; see the module docstring. The client
+    subscribes its consumer's topics (``consumer``) and starts it."""
 
-    def __init__(self, client: "Client") -> None:
+    def __init__(self, client: Owner, settings: ReaderSettings) -> None:
         self._client = client
         self.backend = client.backend
-        self._consumer: Consumer | None = None
+        self.settings = settings
+        self.consumer = Consumer(client, settings.consumer_settings(self._listener(settings.reader_listener)))
 
-    def attach(self, consumer: Consumer) -> None:
-        """The client made the reader's consumer."""
-        self._consumer = consumer
-
-    def listener_for(self, reader_listener: ReaderListener | None) -> Callable[[Consumer, Message], None] | None:
+    def _listener(self, reader_listener: ReaderListener | None) -> Callable[[Consumer, Message], None] | None:
         """The consumer's message listener that calls reader_listener(reader, message)."""
         if reader_listener is None:
             return None
@@ -101,13 +57,6 @@ class Reader:
         def on_message(_consumer: Consumer, message: Message) -> None:
             reader_listener(self, message)
         return on_message
-
-    @property
-    def consumer(self) -> Consumer:
-        consumer = self._consumer
-        if consumer is None:
-            raise NotConnected("the reader is not created yet")
-        return consumer
 
     # -- the official API ------------------------------------------------------------------
 

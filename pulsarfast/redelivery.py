@@ -46,35 +46,42 @@ from __future__ import annotations
 import collections
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .deadletter import ConsumerDeadLetterPolicy, DeadLetters
+from .config import MIN_UNACKED_TIMEOUT_MS, ConsumerSettings
+from .deadletter import DeadLetters
 from .message import BatchDelivery, Message, MessageId
-
-if TYPE_CHECKING:
-    from .consumer import Consumer, TopicConsumer
+from .owner import Owner
 
 logger = logging.getLogger(__name__)
 
-#: the smallest unacked_messages_timeout_ms (the Java client's; the official Python client asks for 10000)
-MIN_UNACKED_TIMEOUT_MS = 1000
+# (MIN_UNACKED_TIMEOUT_MS belongs to the check of unacked_messages_timeout_ms in config.py; still importable here)
+__all__ = ["MIN_UNACKED_TIMEOUT_MS", "TICK_MS", "PartitionRedelivery", "Redelivery", "RedeliveredConsumer",
+           "UnackedEntries"]
+
 #: how often due entries are looked for (the official C++ library's tickDurationInMs default)
 TICK_MS = 1000
 
 Entry = tuple[int, int]  # (ledger, entry): what the broker acknowledges and redelivers
 
 
-def unacked_timeout_arg(value: Any) -> int:
-    """subscribe()'s unacked_messages_timeout_ms, checked: 0 (off) or at least MIN_UNACKED_TIMEOUT_MS."""
-    if value is None:
-        return 0
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError("Argument unacked_messages_timeout_ms is expected to be of type 'int' and not '%s'"
-                         % type(value).__name__)
-    if value != 0 and value < MIN_UNACKED_TIMEOUT_MS:
-        raise ValueError("unacked_messages_timeout_ms must be at least %d ms (0 or None turns it off), not %d"
-                         % (MIN_UNACKED_TIMEOUT_MS, value))
-    return value
+class RedeliveredConsumer(Protocol):
+    """What a PartitionRedelivery uses of its ``consumer.TopicConsumer``."""
+
+    @property
+    def topic(self) -> str: ...
+
+    def withdraw(self, delivery: BatchDelivery) -> None:
+        """The delivery's entry was asked for again: its messages not handed out yet are dropped."""
+
+    def redeliver(self, entries: list[Entry]) -> None:
+        """Ask the broker for entries again."""
+
+    def ack_entry(self, entry: Entry) -> None:
+        """Acknowledge a whole entry on the broker."""
+
+    def redeliver_later(self, entry: Entry) -> None:
+        """Ask the broker for entry again after the negative-ack delay."""
 
 
 class UnackedEntries:
@@ -138,7 +145,7 @@ class UnackedEntries:
 class PartitionRedelivery:
     """The delivery controls of one TopicConsumer: the hooks consumer.py calls (see the module docstring)."""
 
-    def __init__(self, owner: "Redelivery", consumer: "TopicConsumer", unacked: UnackedEntries | None,
+    def __init__(self, owner: "Redelivery", consumer: RedeliveredConsumer, unacked: UnackedEntries | None,
                  dead_letters: DeadLetters | None) -> None:
         self.owner = owner
         self.consumer = consumer
@@ -254,27 +261,27 @@ class PartitionRedelivery:
 
     def dead_letter_failed(self, entry: Entry) -> None:
         """The dead-letter topic did not take entry: deliver it again after the negative-ack delay."""
-        self.consumer.owner.nack_entry(self.consumer, *entry)
+        self.consumer.redeliver_later(entry)
 
 
 class Redelivery:
     """A consumer's delivery controls: the tick of the unacked-message timeout and the dead letters."""
 
-    def __init__(self, consumer: "Consumer", unacked_timeout_ms: int,
-                 dead_letter_policy: ConsumerDeadLetterPolicy | None) -> None:
-        self.client = consumer.client
-        self.backend = consumer.client.backend
-        self.unacked_timeout_ms = unacked_timeout_ms
+    def __init__(self, client: Owner, settings: ConsumerSettings) -> None:
+        self.client = client
+        self.backend = client.backend
+        unacked_timeout_ms = self.unacked_timeout_ms = settings.unacked_timeout_ms
         tick_ms = min(TICK_MS, unacked_timeout_ms) if unacked_timeout_ms else 0
         self.tick_seconds = tick_ms / 1000.0
         self._bucket_count = math.ceil(unacked_timeout_ms / tick_ms) + 1 if tick_ms else 0
-        self.dead_letters = (DeadLetters(consumer.client, consumer.subscription, dead_letter_policy)
-                             if dead_letter_policy is not None else None)
+        policy = settings.dead_letter_policy
+        self.dead_letters = (DeadLetters(client, settings.subscription_name, policy, settings.consumer_type)
+                             if policy is not None else None)
         self._partitions: list[PartitionRedelivery] = []
         self._timer: Any = None
         self._closed = False
 
-    def partition(self, consumer: "TopicConsumer") -> PartitionRedelivery:
+    def partition(self, consumer: RedeliveredConsumer) -> PartitionRedelivery:
         unacked = UnackedEntries(self._bucket_count) if self._bucket_count else None
         partition = PartitionRedelivery(self, consumer, unacked, self.dead_letters)
         self._partitions.append(partition)

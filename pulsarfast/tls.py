@@ -10,7 +10,8 @@ TLS (``AuthenticationTLS``, else ``tls_certificate_file_path`` with
 ``tls_private_key_file_path``). The socket then runs the engine's
 ``msgengine.transport.TLSStream`` (OpenSSL over memory BIOs).
 
-Files are loaded when the client is made: a missing or unreadable one is an
+Files are loaded when the client is made (``config.ClientSettings``, which
+also checks the options' types): a missing or unreadable one is an
 InvalidConfiguration then, not a failure at the first connection.
 """
 from __future__ import annotations
@@ -18,21 +19,6 @@ from __future__ import annotations
 import ssl
 
 from .errors import InvalidConfiguration
-
-
-def check_argument_types(use_tls: object, trust_certs_file_path: object, allow_insecure_connection: object,
-                         validate_hostname: object, certificate_file_path: object,
-                         private_key_file_path: object) -> None:
-    """ValueError for an argument of the wrong type, as the official client checks them."""
-    for name, flag in (("use_tls", use_tls), ("tls_allow_insecure_connection", allow_insecure_connection),
-                       ("tls_validate_hostname", validate_hostname)):
-        if not isinstance(flag, bool):
-            raise ValueError("Argument %s is expected to be of type 'bool' and not '%s'" % (name, type(flag).__name__))
-    for name, path in (("tls_trust_certs_file_path", trust_certs_file_path),
-                       ("tls_certificate_file_path", certificate_file_path),
-                       ("tls_private_key_file_path", private_key_file_path)):
-        if path is not None and not isinstance(path, str):
-            raise ValueError("Argument %s is expected to be either None or of type 'str'" % name)
 
 
 def _no_password() -> str:
