@@ -1,22 +1,29 @@
-"""Backoff arithmetic: pynsq's BackoffTimer with its exact numbers (the
-interval grows by a short unit, the first ``short_length`` failures reaching
-``ratio`` of the range, plus a long unit, ``long_length`` failures reaching
-the rest; it shrinks the same way on success and never leaves
-[min_interval, max_interval]), and the jittered delay between reconnects."""
+"""Backoff arithmetic: pynsq's BackoffTimer with its exact numbers and
+behaviour (the interval starts at ``min_interval``; it grows by a short unit,
+the first ``short_length`` failures reaching ``ratio`` of the range, plus a
+long unit, ``long_length`` failures reaching the rest; it shrinks the same way
+on success and never leaves [min_interval, max_interval]), and the jittered
+delay between reconnects."""
 from __future__ import annotations
 
 import random
 from decimal import Decimal
 
 
+class IntervalTypeError(TypeError, AssertionError):
+    """An interval that is not a number (an AssertionError too, as pynsq asserts)."""
+
+
 def _decimal(value: int | float | Decimal, name: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        raise TypeError("%s must be a number, not %r" % (name, value))
+        raise IntervalTypeError("%s must be a number, not %r" % (name, value))
     return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
 
 
 class BackoffTimer:
-    """Backoff interval in seconds driven by success() and failure() calls."""
+    """Backoff interval in seconds driven by success() and failure() calls, as
+    pynsq's: the interval starts at ``min_interval`` (``get_interval()``),
+    ``failure()`` grows it, ``success()`` shrinks it (nothing to do at 0)."""
 
     def __init__(
         self,
@@ -37,9 +44,10 @@ class BackoffTimer:
         self.short_interval = Decimal(0)
         self.long_interval = Decimal(0)
         self.interval = 0.0
+        self.update_interval()
 
     def success(self) -> None:
-        """Shrink the interval after a success (no-op when not backing off)."""
+        """Shrink the interval after a success (nothing to do while it is 0)."""
         if self.interval == 0.0:
             return
         self.short_interval = max(self.short_interval - self.short_unit, Decimal(0))
@@ -58,13 +66,17 @@ class BackoffTimer:
     def get_interval(self) -> float:
         return self.interval
 
+    # Beyond pynsq's: what flow control asks.
+
     def is_reset(self) -> bool:
-        return self.interval == 0.0
+        """No failure is left to work off: the interval is back at min_interval."""
+        return self.short_interval == 0 and self.long_interval == 0
 
     def reset(self) -> None:
+        """Back to min_interval at once."""
         self.short_interval = Decimal(0)
         self.long_interval = Decimal(0)
-        self.interval = 0.0
+        self.update_interval()
 
 
 def reconnect_delay(failures: int, cap: float, base: float = 0.1) -> float:

@@ -42,7 +42,12 @@ class Message(events.EventedMixin):
     times it has been delivered (starting at 1).
     """
 
-    __slots__ = ("id", "body", "timestamp", "attempts", "_responder", "_async", "_responded", "_callbacks", "__weakref__")
+    # (__dict__: attributes of the application's own, and mock.patch.object(message, "finish")
+    # in its unit tests, work as on pynsq's Message, which has no __slots__)
+    __slots__ = (
+        "id", "body", "timestamp", "attempts", "_responder", "_async", "_responded", "_callbacks", "__weakref__",
+        "__dict__",
+    )
 
     def __init__(
         self,
@@ -104,32 +109,47 @@ class Message(events.EventedMixin):
         if self._callbacks:
             self.trigger(events.FINISH, message=self)
 
-    def requeue(self, backoff: bool = True, delay: float = -1, time_ms: int | None = None, **kwargs: Any) -> None:
+    def requeue(
+        self, backoff: bool | None = None, delay: float | None = None, time_ms: int | None = None, **kwargs: Any
+    ) -> None:
         """Give the message back to nsqd (REQ).
 
-        ``delay`` in seconds, as in pynsq; -1 computes it as requeue_delay x
-        attempts (capped by max_requeue_delay). ``time_ms`` (pynsq's other
-        spelling) gives it in milliseconds when ``delay`` is not given.
-        ``backoff`` also puts the reader into backoff.
+        ``delay`` in seconds, as in pynsq; -1 (or not given) computes it as
+        requeue_delay x attempts (capped by max_requeue_delay). ``time_ms``
+        (pynsq's other spelling) gives it in milliseconds when ``delay`` is not
+        given. ``backoff`` (default True) also puts the reader into backoff.
+        ``requeue`` listeners get what pynsq passes them: ``message=`` and the
+        keywords the caller gave, with ``time_ms`` added for a whole ``delay``
+        (so a listener ``def on_requeue(message)`` works after ``requeue()``).
         """
         if kwargs:
             raise TypeError("requeue() got unexpected keyword arguments: %s" % ", ".join(sorted(kwargs)))
-        if time_ms is not None and delay == -1:
+        told: dict[str, Any] = {}
+        if backoff is not None:
+            told["backoff"] = backoff
+        if delay is not None:
+            told["delay"] = delay
+        if time_ms is not None:
+            told["time_ms"] = time_ms
+        seconds: float = -1 if delay is None else delay
+        if time_ms is not None and seconds == -1:
             if isinstance(time_ms, bool) or not isinstance(time_ms, (int, float)) or not (time_ms >= 0 or time_ms == -1):
                 raise InvalidArgumentError("requeue time_ms must be a number of milliseconds >= 0, not %r" % (time_ms,))
-            delay = time_ms / 1000.0 if time_ms >= 0 else -1
+            seconds = time_ms / 1000.0 if time_ms >= 0 else -1
         if (
-            isinstance(delay, bool)
-            or not isinstance(delay, (int, float))
-            or not math.isfinite(delay)
-            or (delay < 0 and delay != -1)
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds)
+            or (seconds < 0 and seconds != -1)
         ):
-            raise InvalidArgumentError("requeue delay must be a number of seconds >= 0 (or -1), not %r" % (delay,))
+            raise InvalidArgumentError("requeue delay must be a number of seconds >= 0 (or -1), not %r" % (seconds,))
+        if isinstance(delay, int) and not isinstance(delay, bool) and delay >= 0:
+            told["time_ms"] = delay * 1000  # (pynsq's conversion, which its listeners see)
         responder = self._claim_response()
         if responder is not None:
-            responder.requeue_message(self, delay, backoff)
+            responder.requeue_message(self, seconds, True if backoff is None else backoff)
         if self._callbacks:
-            self.trigger(events.REQUEUE, message=self, backoff=backoff, time_ms=-1 if delay < 0 else int(delay * 1000))
+            self.trigger(events.REQUEUE, message=self, **told)
 
     def touch(self) -> None:
         """Ask nsqd for more time before it times the message out (TOUCH)."""

@@ -7,7 +7,9 @@ import re
 
 from .errors import InvalidArgumentError
 
-VALID_NAME_RE = re.compile(r"[.a-zA-Z0-9_-]+(#ephemeral)?")
+#: anchored as pynsq's is (``VALID_NAME_RE.match(name)`` checks the whole name), with ``\Z``
+#: rather than ``$``, so that a trailing newline is not a valid name either
+VALID_NAME_RE = re.compile(r"^[.a-zA-Z0-9_-]+(#ephemeral)?\Z")
 
 
 def _is_valid_name(name: object) -> bool:

@@ -373,3 +373,33 @@ def test_backoff_timer_success_back_to_zero_and_bounds():
     for _ in range(1000):
         bounded.failure()
     assert bounded.get_interval() == pytest.approx(10)
+
+
+def test_backoff_timer_starts_at_min_interval_as_pynsq():
+    timer = nsq.BackoffTimer(0.1, 120)
+    assert timer.get_interval() == 0.1  # pynsq's own unit test asserts this
+    timer.success()  # nothing to work off: stays at min_interval
+    assert timer.get_interval() == 0.1 and timer.is_reset()
+    timer.failure()
+    assert timer.get_interval() == pytest.approx(0.1 + 119.9 * 0.25 / 10 + 119.9 * 0.75 / 250)
+    assert not timer.is_reset()
+    timer.success()
+    assert timer.get_interval() == 0.1 and timer.is_reset()
+    timer.failure()
+    timer.reset()
+    assert timer.get_interval() == 0.1
+
+
+def test_backoff_timer_refuses_a_non_number_as_pynsq_asserts():
+    with pytest.raises(AssertionError):
+        nsq.BackoffTimer("1", 10)
+    with pytest.raises(TypeError):
+        nsq.BackoffTimer(0, None)
+
+
+@pytest.mark.parametrize("name, valid", [
+    ("good_topic", True), ("t.1-x#ephemeral", True), ("bad topic!", False), ("abc\n", False),
+    ("x#ephemeral#ephemeral", False), ("", False),
+])
+def test_valid_name_re_matches_whole_names_as_pynsqs(name, valid):
+    assert bool(nsq.protocol.VALID_NAME_RE.match(name)) is valid
