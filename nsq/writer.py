@@ -152,6 +152,43 @@ def _send_request(conn: Connection, waiter: Pending, data: bytes) -> None:
     conn.send_request(data, waiter)
 
 
+def _reporting_write(bridge: loops.LoopBridge, send: Send, callback: Callback) -> "tuple[Any, Send, Callback]":
+    """pynsq's publish Future (its write's), for a publish with a callback
+    made on the loop's thread: a future of the loop, and send and callback
+    wrapped to settle it from any thread: None once the command is handed to
+    a connection; the error if no connection could be picked (the callback
+    hears (None, error)) or the connection was closed before the command was
+    handed over. A failed future is marked retrieved (the callback reports
+    the error), as pynsq's make_exc_future does."""
+    future = bridge.loop.create_future()
+
+    def settle(error: Any) -> None:
+        if future.done():  # (the first outcome counts: a close after the write changes nothing)
+            return
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+            future.exception()
+
+    def written(error: Any) -> None:
+        if bridge.in_loop_thread():
+            settle(error)
+        else:
+            bridge.call_soon(settle, error)
+
+    def send_and_report(conn: Connection, waiter: Pending, what: Any) -> None:
+        send(conn, waiter, what)  # (raises ConnectionClosedError when the connection is closed)
+        written(None)
+
+    def callback_and_report(conn: Any, data: Any) -> None:
+        if conn is None or isinstance(data, ConnectionClosedError):
+            written(data)
+        callback(conn, data)
+
+    return future, send_and_report, callback_and_report
+
+
 def _batches(bodies: Any, count: int, max_bytes: int) -> Iterable[list]:
     """Lists of at most count bodies whose MPUB body stays within max_bytes
     (a single body larger than that still makes a batch: MPUB's checks refuse it)."""
@@ -176,10 +213,20 @@ class Writer:
     ``callback(conn, data)`` where data is b"OK" or an nsq.Error.
 
     In a program with a tornado or asyncio loop (see nsq.loops), callbacks
-    are called on the loop's thread, and a publish made on the running
-    loop's thread without a callback does not block it: it returns an
-    awaitable that resolves to b"OK" or raises (ignoring it is
-    fire-and-forget, as on pynsq; a failure is logged).
+    and the ``heartbeat`` hook are called on the loop's thread, and a
+    publish made on the running loop's thread never blocks it: without a
+    callback it returns an awaitable that resolves to b"OK" or raises
+    (ignoring it is fire-and-forget, as on pynsq; a failure is logged);
+    with one it returns, as pynsq does, the awaitable of the write: None
+    once the command is handed to a connection, or the error (SendError
+    when no connection is open) if it could not be; nsqd's answer goes to
+    the callback, exactly once. Off the loop (threads, gevent), a publish
+    with a callback returns None.
+
+    Without a loop, callbacks run on whichever task read nsqd's answer
+    (the connection's reader task, or a blocking publisher's that was
+    reading for its own answer): keep them short, as that connection reads
+    nothing else meanwhile. ``heartbeat`` runs on a task of its own.
     """
 
     def __init__(
@@ -308,6 +355,7 @@ class Writer:
         """One connection attempt (the supervisor retries with backoff)."""
         generation = self._generation
         conn = Connection(target[0], target[1], self.config)
+        conn.on(events.HEARTBEAT, self._on_heartbeat)
         conn.enable_caller_reads()  # a blocking publish reads its own answer when no one else reads
         conn.connect()  # (a failure is the supervisor's last_error)
         if generation != self._generation:  # forked while connecting: this connection is the parent's
@@ -337,6 +385,61 @@ class Writer:
 
     def _on_conn_close(self, conn: Connection, **_: Any) -> None:
         self._remove(conn)
+
+    def _on_heartbeat(self, conn: Connection, **_: Any) -> None:
+        """A heartbeat was read (on the task that read it): call the hook on
+        the program's loop, or, without one, on a task of its own: the
+        reading task may be a publisher's, in the middle of its pub(), and
+        a hook that blocks (or publishes) must not hold up the reads."""
+        bridge = self._bridge
+        if bridge is not None and bridge.in_use():
+            bridge.call_soon(self._call_heartbeat, conn)
+        else:
+            self.backend.spawn(self._call_heartbeat, conn)
+
+    def _call_heartbeat(self, conn: Connection) -> None:
+        try:
+            self.heartbeat(conn)
+        except Exception:
+            logger.exception("[%s] heartbeat hook raised", self.name)
+
+    def heartbeat(self, conn: Connection) -> None:
+        """Called on every heartbeat from nsqd (pynsq's hook: override it,
+        e.g. for liveness monitoring); conn is the connection it came on.
+        Runs on the program's loop when there is one, else on a task of its
+        own; an exception is logged."""
+
+    def connect(self) -> None:
+        """pynsq's: ``connect_to_nsqd(host, port)`` for each of
+        ``nsqd_tcp_addresses``. The Writer connects to them on its own from
+        construction and reconnects after a loss, so this only matters to
+        an override of ``connect_to_nsqd``, which hears each address (the
+        library itself calls neither method)."""
+        for host, port in self._targets:
+            self.connect_to_nsqd(host, port)
+
+    def connect_to_nsqd(self, host: str, port: int) -> None:
+        """Keep the nsqd at host:port connected, as for the addresses given
+        at construction (reconnected after a loss, used by publishes once
+        connected); nothing if it is kept already or the Writer is closed.
+        Returns None at once, as pynsq's does: the connection is made on a
+        task (``wait_connected()`` or ``conns`` tell when it is up)."""
+        if (not isinstance(host, str) or not host or isinstance(port, bool) or not isinstance(port, int)
+                or not 0 < port < 65536):
+            raise InvalidArgumentError("connect_to_nsqd needs a host string and an int port, not %r, %r" % (host, port))
+        self._in_this_process()
+        self._keep((host, port))
+
+    @from_any_thread()
+    def _keep(self, target: tuple[str, int]) -> None:
+        with self._lock:
+            if self._closing.is_set():
+                return
+            if target not in self._targets:
+                self._targets.append(target)  # (also kept by a forked child's fresh start)
+            supervisor = self._supervisor
+        if supervisor is not None:
+            supervisor.keep(target)  # (connects on a task)
 
     def _remove(self, conn: Connection) -> None:
         with self._lock:
@@ -572,10 +675,11 @@ class Writer:
             self.backend.call_threadsafe(self._publish_with_callback, send, what, callback, False, counts, n)
             return None
         # On the running loop's thread: never block it.
-        result = None
-        if callback is None:
+        if callback is None:  # an awaitable of nsqd's answer
             result, resolve = bridge.future("publish")
             callback = lambda conn, data: resolve(data)  # noqa: E731
+        else:  # pynsq's: the awaitable of the write (nsqd's answer goes to the callback)
+            result, send, callback = _reporting_write(bridge, send, callback)
         if self._conn_list:
             self._publish_with_callback(send, what, callback, False, counts, n)
         else:  # waiting for a connection would stall the loop: wait on a task
