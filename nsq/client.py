@@ -2,6 +2,7 @@
 clients that nsq.run() starts, waits on and closes."""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from msgengine.runtime import ProcessLock
@@ -112,9 +113,15 @@ class ClientMeta(type):
     """Calls a new client's ``after_construction()`` once every ``__init__``
     in its class chain has returned, so that a subclass's own attributes
     exist before the client starts (pynsq gets this by starting on the
-    IOLoop's next turn)."""
+    IOLoop's next turn). The classes keep the signature of their ``__init__``
+    (``inspect.signature``, ``help()``), not this ``__call__``'s."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         instance = super().__call__(*args, **kwargs)
         instance.after_construction()
         return instance
+
+    @property
+    def __signature__(cls) -> inspect.Signature:
+        init = inspect.signature(cls.__init__)  # type: ignore[misc]  # (the class's own, wanted here)
+        return init.replace(parameters=list(init.parameters.values())[1:])  # without self

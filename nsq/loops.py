@@ -11,11 +11,17 @@ thread of its own, started on first use.
 
 Neither tornado nor asyncio is imported here until the program has imported
 it (or an awaitable handler needs the owned loop): their presence in
-``sys.modules`` is how a program with a loop is told from one without.
+``sys.modules`` is how a program with a loop is told from one without. One
+that another thread is still importing is waited for, never used half
+initialised (see ``_imported``).
+
+The owned loop never stops: its ``io_loop.stop()`` ends ``nsq.run()`` instead,
+as stopping the loop pynsq's ``run()`` runs does (see ``OwnedIOLoop``).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import importlib
 import inspect
 import logging
 import os
@@ -23,7 +29,7 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from msgengine.runtime import Backend, ProcessLock, os_lock, start_os_thread
+from msgengine.runtime import Backend, ProcessLock, original, os_lock, start_os_thread
 
 if TYPE_CHECKING:
     import asyncio
@@ -112,8 +118,34 @@ class _Deferred:
             self._handle.cancel()
 
 
+_ready_modules: dict[str, Any] = {}  # modules _imported() has seen fully imported
+
+
+def _imported(name: str) -> Any:
+    """The module ``name`` if the program has imported it, else None.
+
+    A module in ``sys.modules`` may still be half initialised: another thread
+    is in the middle of importing it (or this one is, lower in its stack).
+    The import system is asked for it, which waits under the module's import
+    lock until the other thread's import is done; one this thread is still
+    importing counts as not imported."""
+    module = _ready_modules.get(name)
+    if module is not None:
+        return module
+    if sys.modules.get(name) is None:
+        return None
+    try:
+        module = importlib.import_module(name)
+    except ImportError:  # the other thread's import failed, and so does this one
+        return None
+    if getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None  # this very thread is importing it
+    _ready_modules[name] = module
+    return module
+
+
 def _running_loop() -> "asyncio.AbstractEventLoop | None":
-    asyncio = sys.modules.get("asyncio")
+    asyncio = _imported("asyncio")
     if asyncio is None:
         return None
     try:
@@ -280,7 +312,7 @@ def program_loop(io_loop: Any, backend: Backend) -> LoopBridge | None:
         if loop is None:
             raise TypeError("io_loop must be a tornado IOLoop (5 or later) or an asyncio loop, not %r" % (io_loop,))
         return _bridge_for(loop, io_loop)
-    tornado_ioloop = sys.modules.get("tornado.ioloop")
+    tornado_ioloop = _imported("tornado.ioloop")
     if tornado_ioloop is not None:
         try:
             current = tornado_ioloop.IOLoop.current()
@@ -288,7 +320,7 @@ def program_loop(io_loop: Any, backend: Backend) -> LoopBridge | None:
             current = None
         if current is not None and getattr(current, "asyncio_loop", None) is not None:
             return _bridge_for(current.asyncio_loop, current)
-    if "asyncio" in sys.modules:
+    if _imported("asyncio") is not None:
         loop = _running_loop() or _loop_set_for_this_thread()
         if loop is not None:
             return _bridge_for(loop)
@@ -300,6 +332,29 @@ def program_loop(io_loop: Any, backend: Backend) -> LoopBridge | None:
 _owned: LoopBridge | None = None
 _owned_pid = 0
 _owned_lock = ProcessLock()
+_stop_requested = [False]  # OwnedIOLoop.stop() was called since nsq.run() last took it
+_stop_lock = ProcessLock()
+
+
+class OwnedIOLoop(AsyncioIOLoop):
+    """``io_loop`` of the clients of a program without a loop: the library's
+    own loop. It serves awaitable handlers and callbacks for the whole
+    process, so ``stop()`` does not stop it: it ends ``nsq.run()``, as stopping
+    the loop pynsq's ``run()`` runs does (``reader.io_loop.add_callback(
+    reader.io_loop.stop)`` is pynsq's way to end ``nsq.run()``). A stop
+    while nsq.run() is not running ends the next one, as an IOLoop stopped
+    before it starts returns from its next ``start()``."""
+
+    def stop(self) -> None:
+        with _stop_lock:
+            _stop_requested[0] = True
+
+
+def take_stop_request() -> bool:
+    """True once per OwnedIOLoop.stop() (any number of them before the call count as one)."""
+    with _stop_lock:
+        requested, _stop_requested[0] = _stop_requested[0], False
+    return requested
 
 
 def owned_loop() -> LoopBridge:
@@ -311,7 +366,9 @@ def owned_loop() -> LoopBridge:
         if _owned is None or _owned_pid != os.getpid():
             import asyncio
 
-            loop = asyncio.new_event_loop()
+            # (under gevent's monkey patching, the loop must not wait in a gevent
+            # selector: there is no hub with work on this thread)
+            loop = asyncio.SelectorEventLoop(original("selectors", "DefaultSelector")())
             ready = os_lock()
             ready.acquire()
 
@@ -322,7 +379,7 @@ def owned_loop() -> LoopBridge:
 
             start_os_thread(run)
             ready.acquire()
-            _owned = LoopBridge(loop, AsyncioIOLoop(loop))
+            _owned = LoopBridge(loop, OwnedIOLoop(loop))
             _owned_pid = os.getpid()
         return _owned
 

@@ -2,11 +2,18 @@
 run() does with its IOLoop.
 
 In a program with a tornado or asyncio loop (see nsq.loops) it runs that
-loop, so the program's PeriodicCallbacks and callbacks fire, until
-``IOLoop.current().stop()``, SIGINT or SIGTERM. Without one it waits until a
-signal or until every client has closed by itself. Either way the clients
-still open are then closed gracefully, and a KeyboardInterrupt or SystemExit
-raised by a handler (which closes its Reader) is raised again here.
+loop, so the program's PeriodicCallbacks and callbacks fire, until the
+program stops it (``IOLoop.current().stop()``, ``reader.io_loop.stop()``),
+SIGINT or SIGTERM. Without one it waits until ``reader.io_loop.stop()`` (the
+library's loop: see ``loops.OwnedIOLoop``), a signal, or until every client
+has closed by itself; with no client at all it returns at once (pynsq's
+blocks for ever, deaf even to SIGTERM).
+
+As in pynsq, a stop leaves the Readers and Writers open: a later
+``nsq.run()`` goes on with them (meanwhile, in a program with a loop,
+handlers wait for it to run again). A signal, or a KeyboardInterrupt or
+SystemExit raised by a handler (which closes its Reader), closes the
+clients still open gracefully, and that interrupt is raised again here.
 """
 from __future__ import annotations
 
@@ -23,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 
 def run(poll_interval: float = 0.1) -> None:
-    """Run every Reader and Writer until a signal, a stopped loop, or until all close."""
+    """Run every Reader and Writer until a signal (which closes them), a
+    stopped loop (which leaves them open), or until all close."""
     clients = client.live_clients()
     backend = get_backend(clients[0].backend if clients else "auto")
     bridge = loops.program_loop(None, backend)
@@ -77,18 +85,28 @@ def _close_all() -> None:
 
 
 def _run_loop(bridge: loops.LoopBridge) -> None:
+    interrupted: list[str] = []  # what stopped the loop, when it is to close the clients
+
     def on_signal(signum: int, frame: Any = None) -> None:
         logger.info("signal %d received; stopping the loop, then closing readers and writers", signum)
+        interrupted.append("signal")
+        bridge.stop()
+
+    def on_interrupt() -> None:
+        interrupted.append("a handler's interrupt")
         bridge.stop()
 
     restore = _on_signals(on_signal)
-    client.on_interrupt(bridge.stop)
+    client.on_interrupt(on_interrupt)
+    stopped = False
     try:
         bridge.run()
+        stopped = True
     finally:
         client.on_interrupt(None)
         _restore(restore)
-        _close_all()
+        if interrupted or not stopped:  # (an exception out of the loop: the program is ending)
+            _close_all()
 
 
 def _wait(backend: Any, poll_interval: float) -> None:
@@ -103,7 +121,8 @@ def _wait(backend: Any, poll_interval: float) -> None:
     client.on_interrupt(lambda: stop.append("a handler's interrupt"))
     try:
         while not stop:
-            if not client.live_clients():
+            # (a stop asked before this run counts, as for an IOLoop stopped before start())
+            if not client.live_clients() or loops.take_stop_request():
                 return
             backend.pause(poll_interval)
     finally:
