@@ -2,19 +2,31 @@
 running the sans-I/O NSQ protocol object (``nsq.sansio``), with pynsq's
 ``AsyncConn`` names and events.
 
-``connect()`` opens the socket and runs the handshake (stream upgrades for
-TLS and compression happen here, at the points the protocol object names);
-afterwards the driver's reader task feeds the protocol object and this class
-acts on its events: messages go to ``message_sink`` (the Reader, the Spark
-source) or to ``message`` listeners, answers wake their requests, heartbeats
-reach ``heartbeat`` listeners. The public methods below are the only way
-Reader, Writer and the Spark modules talk to a connection.
+Two classes share it. ``AsyncConn`` is pynsq's: its ``connect()`` returns at
+once, the handshake runs on a task of the engine, and the events (``connect``,
+``identify``, ``identify_response``, ``auth``, ``auth_response``, ``ready``;
+then ``message``, ``response``, ``heartbeat``, ``error``, ``close``) are
+called on the program's loop when ``connect()`` finds one (see
+``nsq.loops.program_loop``), else on the engine's task; a failure is told by
+``error``/``close``, never raised. ``Connection``, what Reader, Writer, the
+Spark modules and the CLI open, is the same with a blocking ``connect()``
+that raises on failure, and listeners called in place.
+
+The handshake (``open()``) opens the socket and negotiates (stream upgrades
+for TLS and compression happen here, at the points the protocol object
+names); afterwards the driver's reader task feeds the protocol object and
+this class acts on its events: messages go to ``message_sink`` (the Reader,
+the Spark source) or to ``message`` listeners, answers wake their requests,
+heartbeats reach ``heartbeat`` listeners. The public methods below are the
+only way Reader, Writer and the Spark modules talk to a connection.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import ssl
+import time
 from typing import Any, Callable
 
 from msgengine.correlator import Pending
@@ -22,7 +34,7 @@ from msgengine.driver import Driver
 from msgengine.runtime import on_fork_in_child
 from msgengine.transport import DeflateStream, PlainStream, SnappyStream, TLSStream
 
-from . import codec, events
+from . import codec, events, loops
 from .config import DEFAULT_USER_AGENT, POSITIONAL, Config
 from .errors import (
     ConfigError,
@@ -55,12 +67,14 @@ from .sansio import (
 
 __all__ = [
     "AsyncConn", "CLOSE_WAIT", "CLOSED", "CLOSING", "CONNECTED", "CONNECTING", "Connection", "DEFAULT_USER_AGENT",
-    "HEARTBEAT", "INIT", "MAX_DELAY_MS", "OK", "Pending",
+    "DISCONNECTED", "HEARTBEAT", "INIT", "MAX_DELAY_MS", "OK", "Pending",
 ]
 
 logger = logging.getLogger(__name__)
 
-INIT, CONNECTING, CONNECTED, CLOSING, CLOSED = "INIT", "CONNECTING", "CONNECTED", "CLOSING", "CLOSED"
+# pynsq's state names (and CLOSING: nsqd answered CLS). CLOSED is the earlier name of DISCONNECTED.
+INIT, CONNECTING, CONNECTED, CLOSING, DISCONNECTED = "INIT", "CONNECTING", "CONNECTED", "CLOSING", "DISCONNECTED"
+CLOSED = DISCONNECTED
 
 #: message_sink(conn, messages): the owner of a connection takes each read's messages
 MessageSink = Callable[["Connection", list[Message]], None]
@@ -69,7 +83,9 @@ ResponseListener = Callable[["Connection", Message, "bool | None"], None]
 
 
 class Connection(Driver[NsqProtocol], events.EventedMixin):
-    """A connection to one nsqd, usable on gevent or threads.
+    """A connection to one nsqd, usable on gevent or threads: ``connect()``
+    runs the handshake on the caller and raises on failure (``AsyncConn``,
+    below, is pynsq's, whose ``connect()`` returns at once).
 
     Settings are pynsq's ``AsyncConn`` keywords (see ``nsq.config.Config``),
     or a ready ``config=``. ``key`` names the connection to its owner's flow
@@ -112,8 +128,9 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
             name=self.id,
             key=key or self.id,  # what flow control knows it by (several connections to one nsqd differ)
         )
-        self.last_msg_timestamp = 0.0
+        self.last_msg_timestamp = time.time()  # (pynsq's clock; the driver's last_recv_timestamp is monotonic)
         self._callbacks = None  # EventedMixin's listeners (looked up on every response)
+        self._started = False  # the handshake was started
         self.message_sink: MessageSink | None = None
         self.response_listener: ResponseListener | None = None
         on_fork_in_child(self)
@@ -131,7 +148,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         return self.id
 
     def __repr__(self) -> str:
-        return "<nsq.Connection %s %s rdy=%d in_flight=%d>" % (self.id, self.state, self.rdy, self.in_flight)
+        return "<nsq.%s %s %s rdy=%d in_flight=%d>" % (type(self).__name__, self.id, self.state, self.rdy, self.in_flight)
 
     def __getattr__(self, name: str) -> Any:
         # pynsq's AsyncConn keeps its settings as attributes (conn.heartbeat_interval, ...)
@@ -141,11 +158,23 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
 
     @property
+    def heartbeat_interval(self) -> int:
+        """In milliseconds, as pynsq keeps it (-1: no heartbeats)."""
+        return self.config.identify_data()["heartbeat_interval"]
+
+    @property
+    def msg_timeout(self) -> int | None:
+        """In milliseconds, as pynsq keeps it (None: nsqd's default)."""
+        return self.config.identify_data().get("msg_timeout")
+
+    @property
     def state(self) -> str:
-        """pynsq's state names: INIT, CONNECTING, CONNECTED, CLOSING, CLOSED."""
+        """pynsq's state names: INIT, CONNECTING (the handshake runs), CONNECTED
+        (it is done), DISCONNECTED; and CLOSING once nsqd answered CLS."""
         if self.is_closed():
-            return CLOSED
-        return public_state(self.protocol.state)
+            return DISCONNECTED
+        state = public_state(self.protocol.state)
+        return CONNECTING if state == INIT and self._started else state
 
     @property
     def features(self) -> dict[str, Any]:
@@ -185,8 +214,12 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
     def connected(self) -> bool:
         return self.is_connected()
 
+    def connecting(self) -> bool:
+        return self.state == CONNECTING
+
     def closed(self) -> bool:
-        return self.is_closed()
+        """pynsq's: not connected yet (INIT) or no longer (DISCONNECTED)."""
+        return self.is_closed() or not self._started
 
     def is_idle(self) -> bool:
         """Nothing waits to be written and no request waits for its answer."""
@@ -200,38 +233,64 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
 
     def connect(self) -> None:
         """Open the socket and negotiate; raises on any failure (and closes)."""
-        protocol = self.protocol
-        if protocol.state is not State.INIT or self.is_closed():
-            raise Error("connection %s was already used (state %s); make a new one" % (self.id, self.state))
-        config = self.config
+        self.open()
+
+    def open(self) -> None:
+        """Connect and negotiate on the calling task, firing the same events
+        there; returns once the connection is ready, raises on any failure
+        (and closes)."""
+        self._check_unused()
+        self._started = True
         try:
-            sock = self.backend.create_connection((self.host, self.port), config.timeout)
-        except OSError as exc:
-            self.close_now(exc)
-            raise ConnectionClosedError("cannot connect to nsqd %s: %s" % (self.id, exc)) from exc
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.stream = PlainStream(sock, config.read_size)
-            self.stream.settimeout(config.timeout)
-            early = self._handshake(sock)
+            self._establish()
         except BaseException as exc:
             self.close_now(exc)
-            if isinstance(exc, ssl.SSLError):
-                raise ConnectionClosedError("TLS handshake with nsqd %s failed: %s" % (self.id, exc)) from exc
-            if isinstance(exc, (socket.timeout, OSError, EOFError)):
-                raise ConnectionClosedError("handshake with nsqd %s failed: %s" % (self.id, exc)) from exc
-            raise
+            failure = self._failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    def _check_unused(self) -> None:
+        if self._started or self.is_closed():
+            raise Error("connection %s was already used (state %s); make a new one" % (self.id, self.state))
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        """What a failed handshake is reported as: socket-level failures as ConnectionClosedError."""
+        if isinstance(exc, Error):
+            return exc
+        if isinstance(exc, ssl.SSLError):
+            return ConnectionClosedError("TLS handshake with nsqd %s failed: %s" % (self.id, exc))
+        if isinstance(exc, (socket.timeout, OSError, EOFError)):
+            if self.stream is None:
+                return ConnectionClosedError("cannot connect to nsqd %s: %s" % (self.id, exc))
+            return ConnectionClosedError("handshake with nsqd %s failed: %s" % (self.id, exc))
+        return exc
+
+    def _establish(self) -> None:
+        """Connect, negotiate and start reading, firing the handshake's events;
+        raises on any failure, leaving the closing to the caller."""
+        config = self.config
+        sock = self.backend.create_connection((self.host, self.port), config.timeout)
+        self.stream = PlainStream(sock, config.read_size)
+        self._check_not_closed()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.stream.settimeout(config.timeout)
+        self.trigger(events.CONNECT, conn=self)
+        early = self._handshake(sock)
         # Dead-peer detection is the driver's watchdog, not a socket timeout:
         # under gevent a timeout costs a timer object per blocking read.
         self.stream.settimeout(None)
         if early:
-            try:
-                self.handle_events(early)
-            except BaseException as exc:
-                self.close_now(exc)
-                raise
+            self.handle_events(early)
+        self._check_not_closed()
         self.start_io(config.read_timeout)
-        self.trigger(events.CONNECT, conn=self)
+        self.trigger(events.READY, conn=self)
+
+    def _check_not_closed(self) -> None:
+        """(AsyncConn: the program may close the connection while it connects.)"""
+        if self.io_stopped:
+            self.stream.close()  # (close() may have come before the stream existed)
+            raise ConnectionClosedError("connection to nsqd %s was closed while connecting" % (self.id,))
 
     def _handshake(self, sock: socket.socket) -> list:
         """Run the protocol object's handshake over the stream (a heartbeat
@@ -239,9 +298,12 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         frames that came right after the last answer, for the live connection."""
         protocol = self.protocol
         protocol.start()
+        if self.has_listeners(events.IDENTIFY):
+            self.trigger(events.IDENTIFY, conn=self, data=self.config.identify_data())
         self.stream.send(protocol.data_to_send())
         early: list = []
         ready = False
+        auth_told = False
         while protocol.state is not State.READY:
             wanted = protocol.bytes_wanted()
             data = self.stream.recv_exact(wanted) if wanted else self.stream.recv()
@@ -272,7 +334,11 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
                     identity = event.identity
                     logger.debug("[%s] authenticated as %r (%s permissions)",
                                  self.id, identity.get("identity"), identity.get("permission_count"))
-                    self.trigger(events.AUTH, conn=self, data=identity)
+                    self.trigger(events.AUTH_RESPONSE, conn=self, data=identity)
+            if protocol.state is State.AUTHENTICATING and not auth_told:
+                auth_told = True  # pynsq's auth event: the secret, as the AUTH about to go out carries it
+                secret = self.config.auth_secret
+                self.trigger(events.AUTH, conn=self, data=secret.encode() if isinstance(secret, str) else secret)
             data = protocol.data_to_send()  # AUTH, NOP
             if data:
                 self.stream.send(data)
@@ -284,7 +350,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         for event in received:
             kind = event.__class__
             if kind is MessagesReceived:
-                self.last_msg_timestamp = self.last_recv_timestamp
+                self.last_msg_timestamp = time.time()
                 sink = self.message_sink
                 if sink is not None:
                     sink(self, event.messages)
@@ -362,12 +428,13 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
 
     # -- flow control and answers ----------------------------------------------
 
-    def send_rdy(self, count: int, flush: bool = True) -> None:
+    def send_rdy(self, count: int, flush: bool = True) -> bool:
+        """Queue RDY count (and write it, unless flush=False); True, as pynsq's."""
         with self.lock:
             self.protocol.send_rdy(count)
         if flush:
             self.flush()
-        self.trigger(events.READY, conn=self)
+        return True
 
     def hold_answers(self) -> None:
         """Answers (FIN/REQ/TOUCH/RDY) given from now on wait in the write
@@ -499,4 +566,54 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
             self.reset_closed_event()
 
 
-AsyncConn = Connection
+class AsyncConn(Connection):
+    """pynsq's connection to one nsqd: ``connect()`` returns at once, events
+    report the rest, on the program's loop when there is one (see the module
+    docstring). ``io_loop=`` names that loop (default: the one ``connect()``
+    finds, as ``nsq.loops.program_loop`` does for a Reader)."""
+
+    #: where listeners run, once connect() found the program's loop (None: in place)
+    _bridge: loops.LoopBridge | None = None
+
+    def connect(self) -> None:
+        """pynsq's ``connect()``: returns at once; the handshake runs on a task
+        of the engine, and its events follow on the program's loop when there
+        is one (an ``io_loop=`` setting, else ``nsq.loops.program_loop``), else
+        on that task: ``connect``, ``identify``, ``identify_response``, ``auth``
+        and ``auth_response`` when nsqd asks for AUTH, then ``ready`` once
+        ``send()`` works. A failure is not raised: nsqd's refusal (or a broken
+        handshake) fires ``error``, and every failure ``close``. While
+        connecting or connected it does nothing; a closed connection cannot
+        be connected again (make a new one)."""
+        if self._started and not self.is_closed():
+            return
+        self._check_unused()
+        self._started = True
+        self._bridge = loops.program_loop(self.config.io_loop, self.backend)
+        self.backend.spawn(self._connect_in_background)
+
+    def _connect_in_background(self) -> None:
+        try:
+            self._establish()
+        except Exception as exc:
+            failure = self._failure(exc)
+            if isinstance(failure, ConnectionClosedError):  # the socket failed: pynsq fires close alone
+                logger.warning("[%s] %s", self.id, failure)
+            elif isinstance(failure, Error):  # nsqd refused (E_AUTH_FAILED, ...), or a broken handshake
+                logger.warning("[%s] handshake failed: %s", self.id, failure)
+                self.trigger(events.ERROR, conn=self, error=failure)
+            else:
+                logger.exception("[%s] handshake failed", self.id)
+            self.close_now(exc)
+        except BaseException as exc:  # the task was killed or interrupted
+            self.close_now(exc)
+            raise
+
+    def trigger(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Call name's listeners: queued, in order, on the program's loop when
+        connect() found one; else here."""
+        bridge = self._bridge
+        if bridge is None:
+            events.EventedMixin.trigger(self, name, *args, **kwargs)
+        elif self.has_listeners(name):
+            bridge.call_soon(functools.partial(events.EventedMixin.trigger, self, name, *args, **kwargs))

@@ -197,16 +197,18 @@ def test_event_hooks_fire(nsqd, topic, backend):
     def hook(name):
         return lambda **kw: seen.append((name, kw))
 
-    conn = nsq.AsyncConn(nsqd.host, nsqd.tcp_port, backend=backend)  # pynsq's name for it
+    # (the connection Readers and Writers open: connect() blocks; AsyncConn's is tested in
+    # test_asyncconn_pynsq.py)
+    conn = Connection(nsqd.host, nsqd.tcp_port, backend=backend)
     for name in ("connect", "identify_response", "response", "message", "ready", "error", "close"):
         conn.on(name, hook(name))
     names = lambda: [n for n, _ in seen]  # noqa: E731
 
     conn.connect()
-    assert names()[:2] == ["identify_response", "connect"]
-    identify_kw = seen[0][1]
+    assert names()[:3] == ["connect", "identify_response", "ready"]  # pynsq's order
+    identify_kw = seen[1][1]
     assert identify_kw["conn"] is conn and identify_kw["data"]["max_rdy_count"] > 0
-    assert seen[1][1]["conn"] is conn
+    assert seen[0][1]["conn"] is conn
 
     conn.subscribe(topic, "ch")
     responses = [kw for n, kw in seen if n == "response"]
@@ -215,9 +217,9 @@ def test_event_hooks_fire(nsqd, topic, backend):
 
     run_blocking(backend, nsqd.http_pub, topic, b"hooked")
     conn.send_rdy(1)
-    assert "ready" in names()
     message = wait_for(lambda: [kw["message"] for n, kw in seen if n == "message"], backend)[0]
     assert message.body == b"hooked" and message.attempts == 1
+    assert names().count("ready") == 1  # once, after the handshake: a RDY does not fire it again
     message.finish()
 
     conn.send(codec.encode_fin(UNKNOWN_ID))  # E_FIN_FAILED
@@ -411,7 +413,8 @@ def test_a_failed_flush_closes_the_connection_instead_of_raising_at_the_flusher(
 def test_settings_by_position_follow_pynsq_order():
     # pynsq's AsyncConn(host, port, timeout, heartbeat_interval, requeue_delay, ...)
     conn = Connection("127.0.0.1", 4150, 5.0, 10, 30)
-    assert (conn.timeout, conn.heartbeat_interval, conn.requeue_delay) == (5.0, 10, 30)
+    # (heartbeat_interval reads back in milliseconds, as pynsq's attribute does)
+    assert (conn.timeout, conn.heartbeat_interval, conn.requeue_delay) == (5.0, 10000, 30)
     config = nsq.config.Config(timeout=2.0)
     assert Connection("127.0.0.1", 4150, config).config is config
     with pytest.raises(TypeError):
