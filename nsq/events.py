@@ -25,11 +25,15 @@ TOUCH = "touch"
 
 
 class DuplicateListenerError(Exception):
-    """Kept from pynsq's event module."""
+    """on() with a callback already listening to that event (as pynsq raises)."""
+
+
+class CallbackNotCallableError(TypeError, AssertionError):
+    """on() with something not callable (pynsq asserts; a TypeError too)."""
 
 
 class InvalidListenerError(Exception):
-    """Kept from pynsq's event module."""
+    """off() with a callback that is not listening to that event (as pynsq raises)."""
 
 
 class EventedMixin:
@@ -41,18 +45,25 @@ class EventedMixin:
     __slots__ = ()
 
     def on(self, name: str, callback: Callable[..., Any]) -> None:
+        """Call callback(**kwargs) at each trigger of name; once per callback
+        (DuplicateListenerError otherwise, as in pynsq)."""
         if not callable(callback):
-            raise TypeError("callback must be callable")
+            raise CallbackNotCallableError("callback is not callable")
         callbacks: dict[str, list[Callable[..., Any]]] | None = getattr(self, "_callbacks", None)
         if callbacks is None:
             callbacks = {}
             setattr(self, "_callbacks", callbacks)  # (a slot of the class, or its __dict__)
-        callbacks.setdefault(name, []).append(callback)
+        listeners = callbacks.setdefault(name, [])
+        if callback in listeners:
+            raise DuplicateListenerError("%r already listens to %r" % (callback, name))
+        listeners.append(callback)
 
     def off(self, name: str, callback: Callable[..., Any]) -> None:
+        """Stop calling callback at name (InvalidListenerError if it was not, as in pynsq)."""
         callbacks = (getattr(self, "_callbacks", None) or {}).get(name, [])
-        if callback in callbacks:
-            callbacks.remove(callback)
+        if callback not in callbacks:
+            raise InvalidListenerError("%r does not listen to %r" % (callback, name))
+        callbacks.remove(callback)
 
     def has_listeners(self, name: str) -> bool:
         return bool((getattr(self, "_callbacks", None) or {}).get(name))

@@ -403,3 +403,24 @@ def test_backoff_timer_refuses_a_non_number_as_pynsq_asserts():
 ])
 def test_valid_name_re_matches_whole_names_as_pynsqs(name, valid):
     assert bool(nsq.protocol.VALID_NAME_RE.match(name)) is valid
+
+
+def test_evented_mixin_refuses_what_pynsqs_refuses():
+    from nsq import event
+
+    msg = nsq.Message(b"0" * 16, b"body", 0, 1)
+    heard = []
+
+    def listener(**kwargs):
+        heard.append(kwargs)
+
+    msg.on(event.FINISH, listener)
+    with pytest.raises(event.DuplicateListenerError):
+        msg.on(event.FINISH, listener)
+    with pytest.raises(AssertionError):
+        msg.on(event.FINISH, "not callable")
+    msg.off(event.FINISH, listener)
+    with pytest.raises(event.InvalidListenerError):
+        msg.off(event.FINISH, listener)
+    msg.finish()
+    assert heard == []  # (off() detached it)
