@@ -1,8 +1,20 @@
 """The consumer: pynsq's Reader signature and hooks. It owns handler
 dispatch (one at a time unless concurrency=N, on worker tasks or the
-program's loop), max_tries and giving_up, the disabled() hook, awaitable
-handlers, FINs of a batch written together, graceful close and stats; the
-connections, discovery, reconnection and RDY are its ``Subscription``'s.
+program's loop), max_tries and giving_up, the heartbeat() and disabled()
+hooks, awaitable handlers, FINs of a batch written together, graceful close
+and stats; the connections, discovery, reconnection and RDY are its
+``Subscription``'s.
+
+Where user code runs. In a program with a loop (tornado's, or asyncio's; the
+Reader looks for it when it starts), the handler, preprocess_message,
+validate_message, giving_up, heartbeat, disabled and the listeners of the
+messages' events run on the loop's thread, as in pynsq. Without a loop they
+run on the library's tasks: handlers on worker threads, heartbeat on the
+connection's read thread, disabled on the timer's task. Under gevent all of
+them run in greenlets of the hub, except the body of an ``async def`` handler,
+which an asyncio loop on a real OS thread awaits. The connect_to_nsqd and
+query_lookupd overrides block until connected (or answered), so they always
+run on the library's tasks, never on the program's loop.
 """
 from __future__ import annotations
 
@@ -53,8 +65,10 @@ class Reader(metaclass=client.ClientMeta):
 
     It starts as pynsq's does: when ``nsq.run()`` (or ``run()``/``start()``)
     runs, on the first turn of the program's tornado/asyncio loop, or at once
-    when made while either is already running. In a program with such a loop,
-    handlers are called on the loop's thread (``io_loop``).
+    when made while either is already running. In a program with such a loop
+    (found when the Reader is made or, failing that, when it starts: a Reader
+    made before the program imports tornado finds it then), handlers and hooks
+    are called on the loop's thread (``io_loop``); see the module docstring.
     """
 
     def __init__(
@@ -120,9 +134,11 @@ class Reader(metaclass=client.ClientMeta):
         self.config = Config.from_kwargs(conn_kwargs)
         self.backend = self.config.backend
         self.conn_kwargs = conn_kwargs
-        # The program's event loop, if it has one: user code is called there.
+        # The program's event loop, if it has one: user code is called there
+        # (if none yet, the Reader looks again when it starts).
         self._bridge = loops.program_loop(self.config.io_loop, self.backend)
         self._disabled_by_hook = False
+        self._disabled_check_queued = False  # a tick's disabled() check waits for the loop
         self._max_in_flight_before_disabled = settings.max_in_flight
 
         self._subscription = Subscription(
@@ -137,7 +153,7 @@ class Reader(metaclass=client.ClientMeta):
             on_heartbeat=self._on_heartbeat,
             poll_round=lambda: self.query_lookupd(),  # both overridable, as in pynsq
             connect=lambda host, port: self.connect_to_nsqd(host, port),
-            before_tick=self._apply_disabled,
+            before_tick=self._tick_disabled,
         )
         self._make_primitives()
         self._started = False
@@ -176,7 +192,10 @@ class Reader(metaclass=client.ClientMeta):
         """The loop user code runs on: the program's tornado IOLoop (or an
         IOLoop-like view of its asyncio loop); in a program without a loop,
         one the library owns (``add_callback``, ``call_later``, ... work on it)."""
-        return (self._bridge or loops.owned_loop()).io_loop
+        bridge = self._bridge
+        if bridge is None and not self._started:  # the loop it will find when it starts
+            bridge = loops.program_loop(None, self.backend)
+        return (bridge or loops.owned_loop()).io_loop
     # -- pynsq attributes -------------------------------------------------------
 
     @property
@@ -221,9 +240,15 @@ class Reader(metaclass=client.ClientMeta):
         )
 
     def heartbeat(self, conn: Connection) -> None:
-        """Called on every heartbeat from nsqd."""
+        """Called on every heartbeat from nsqd (on the program's loop, if any)."""
 
     # -- lifecycle --------------------------------------------------------------
+
+    def _find_loop(self) -> None:
+        """A Reader made before the program had a loop (before it imported
+        tornado, say) looks again as it starts: nsq.run() starts it on its loop."""
+        if self._bridge is None and self.config.io_loop is None:
+            self._bridge = loops.program_loop(None, self.backend)
 
     def _check_startable(self) -> None:
         if self.message_handler is None and type(self).process_message is Reader.process_message:
@@ -242,6 +267,7 @@ class Reader(metaclass=client.ClientMeta):
             if self._started or self._closing.is_set():
                 return
             self._started = True
+        self._find_loop()
         self._apply_disabled()
         spawn = self.backend.spawn
         # (with a loop, handlers run there once the program runs it; until then, on the workers)
@@ -255,6 +281,8 @@ class Reader(metaclass=client.ClientMeta):
         until the Reader closes. A KeyboardInterrupt or SystemExit raised by
         the handler closes the Reader and is raised again here."""
         self._check_startable()
+        if not self._started:
+            self._find_loop()
         bridge = self._bridge if self._bridge is not None and not self._bridge.is_running() else None
         if bridge is not None:  # a loop to run here
             bridge.call_soon(self._start_logged)  # on the loop's first turn, where handlers will run
@@ -323,9 +351,27 @@ class Reader(metaclass=client.ClientMeta):
     @classmethod
     def disabled(cls) -> bool:
         """Override to pause consumption while it returns True (pynsq's hook;
-        looked at on start and at every RDY redistribution, at most 5 s apart).
-        ``set_max_in_flight(0)`` does the same on demand."""
+        looked at on start and at every RDY redistribution, at most 5 s apart,
+        on the program's loop if there is one). ``set_max_in_flight(0)`` does
+        the same on demand."""
         return False
+
+    def _tick_disabled(self) -> None:
+        """The subscription's tick: ask disabled(), on the program's loop if in use
+        (one check at a time waits there, however long the loop is stopped)."""
+        if getattr(type(self).disabled, "__func__", None) is _DISABLED_HOOK:
+            return  # not overridden: nothing to call (nor a loop to wake)
+        bridge = self._bridge
+        if bridge is None or not bridge.in_use():
+            self._apply_disabled()
+        elif not self._disabled_check_queued:
+            self._disabled_check_queued = True
+            bridge.call_soon(self._apply_disabled_on_loop)
+
+    def _apply_disabled_on_loop(self) -> None:
+        self._disabled_check_queued = False
+        if not self._closing.is_set():
+            self._apply_disabled()
 
     def _apply_disabled(self) -> None:
         if getattr(type(self).disabled, "__func__", None) is _DISABLED_HOOK:
@@ -365,6 +411,16 @@ class Reader(metaclass=client.ClientMeta):
     # -- messages -------------------------------------------------------------------
 
     def _on_heartbeat(self, conn: Connection) -> None:
+        """A connection's read task heard a heartbeat: the hook, on the program's loop if in use."""
+        if getattr(self.heartbeat, "__func__", None) is Reader.heartbeat:
+            return  # not overridden: nothing to call (nor a loop to wake)
+        bridge = self._bridge
+        if bridge is not None and bridge.in_use():
+            bridge.call_soon(self._heartbeat_logged, conn)
+        else:
+            self._heartbeat_logged(conn)
+
+    def _heartbeat_logged(self, conn: Connection) -> None:
         try:
             self.heartbeat(conn)
         except Exception:
@@ -596,3 +652,4 @@ class Reader(metaclass=client.ClientMeta):
 
 #: Reader.disabled's function: a subclass that has another overrides the hook
 _DISABLED_HOOK = vars(Reader)["disabled"].__func__
+

@@ -375,13 +375,15 @@ class Subscription:
         self._after_rdy_change(conn, actions, delay)
 
     def finish_many(self, conn: Connection, message_ids: list[bytes]) -> None:
-        """FIN messages the owner marked finished, in one write, and count them."""
-        conn.finish_many(message_ids)
+        """FIN messages the owner marked finished, in one write, and count them.
+        The RDY change they cause goes out first, as in pynsq: a backoff block's
+        RDY 0 reaches nsqd before the FIN that would let it push another message."""
         with self._lock:
             self.counts["finished"] += len(message_ids)
             actions, delay = self.rdy.on_finished(conn.credit.key, len(message_ids))
             if actions:
                 self._send_rdy(actions)
+        conn.finish_many(message_ids)
         self._after_rdy_change(conn, actions, delay)
 
     def _after_rdy_change(self, conn: Connection, actions: list, delay: float | None) -> None:
