@@ -92,6 +92,9 @@ class FlowControl:
         self.low_rdy_idle_timeout = low_rdy_idle_timeout
         self.backoff_timer = BackoffTimer(0, max_backoff_duration)
         self.backoff_block = False  # credit 0 everywhere until end_backoff_block()
+        #: a block ended with nothing left to work off (successes during it counted): the
+        #: credit-1 probe is out, and its success brings full flow back (pynsq's order)
+        self.probing = False
         self.clock = clock
         self.rng = rng or random.Random()
         self.conns: dict[Hashable, LinkCredit] = {}
@@ -103,7 +106,7 @@ class FlowControl:
         return sum(c.credit for c in self.conns.values())
 
     def in_backoff(self) -> bool:
-        return self.backoff_block or self.backoff_timer.get_interval() > 0
+        return self.backoff_block or self.probing or self.backoff_timer.get_interval() > 0
 
     def rotating(self) -> bool:
         return 0 < self.max_in_flight < len(self.conns)
@@ -239,9 +242,17 @@ class FlowControl:
         conn = self.conns.get(key)
         actions: list[Action] = []
         delay = None
-        if success is not None and not self.backoff_block:
+        if success and self.backoff_block:
+            # A success that comes during a block counts, as pynsq counts it (a failure
+            # there does not: the block is already that failure's); nothing else moves
+            # until the block ends.
+            self.backoff_timer.success()
+        elif success is not None and not self.backoff_block:
             timer = self.backoff_timer
-            if success:
+            if success and self.probing and timer.get_interval() == 0:
+                self.probing = False
+                actions.extend(self._distribute())
+            elif success:
                 if timer.get_interval() > 0:
                     timer.success()
                     if timer.get_interval() > 0:
@@ -265,6 +276,7 @@ class FlowControl:
 
     def _start_block(self, actions: list[Action]) -> float:
         self.backoff_block = True
+        self.probing = False
         self._all_zero(actions)
         return self.backoff_timer.get_interval()
 
@@ -272,8 +284,7 @@ class FlowControl:
         """The backoff interval passed: credit 1 on one random connection to test the waters."""
         self.backoff_block = False
         actions: list[Action] = []
-        if self.backoff_timer.get_interval() == 0:
-            return self._distribute()
+        self.probing = self.backoff_timer.get_interval() == 0
         if self.conns and self.max_in_flight:
             conn = self.rng.choice(list(self.conns.values()))
             self._set(conn, 1, actions)

@@ -467,15 +467,18 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         if not self.backend.in_backend_context():
             self.backend.call_threadsafe(self._answer, queue, message, success)
             return
+        # Flow control first, as pynsq does: a RDY change it makes (RDY 0 when a failure
+        # starts a backoff block) goes out before this answer, so nsqd sends nothing
+        # more into the block.
+        listener = self.response_listener
+        if listener is not None:
+            listener(self, message, success)
         try:
             self.command(queue)
         except ConnectionClosedError:
             with self.lock:
                 self.protocol.message_lost(1)
             logger.warning("[%s] cannot answer message %r: connection closed; nsqd will redeliver it", self.id, message.id)
-        listener = self.response_listener
-        if listener is not None:
-            listener(self, message, success)
 
     def finish_message(self, message: Message) -> None:
         """FIN one message (Message.finish() calls this)."""

@@ -451,25 +451,29 @@ def test_interval_shrinks_one_success_at_a_time():
     assert h.rdys() == {"a": 5, "b": 5}
 
 
-def test_results_during_a_block_are_ignored():
+def test_failures_during_a_block_are_ignored_and_successes_count_as_in_pynsq():
     h = _flowing()
     h.msgs("a", 3)
     h.msgs("b", 2)
     _, delay = h.resp("a", False)
     assert delay == 3.584
-    # the other in-flight messages answer during the block: no effect on the interval
+    # failures during the block: no effect on the interval, no RDY
     assert h.resp("a", False) == ([], None)
-    assert h.resp("b", True) == ([], None)
-    assert h.resp("b", False) == ([], None)
-    assert h.resp("a", True) == ([], None)
+    assert h.resp("a", False) == ([], None)
     assert h.m.backoff_timer.get_interval() == 3.584
+    assert h.resp("b", True) == ([], None)  # a success during the block: counted, nothing sent
+    assert h.m.backoff_timer.get_interval() == 0
+    assert h.resp("b", False) == ([], None)
+    assert h.m.backoff_timer.get_interval() == 0
     assert h.m.total_rdy == 0
     assert all(c.in_flight == 0 for c in h.m.conns.values())  # in-flight accounting still runs
-    # one success after the block ends the backoff: it was one failure
+    # the block ends with nothing left to work off: pynsq's probe (credit 1 on one
+    # connection), then full flow at its first success
     (key, _), = h.end_block()
+    assert h.m.in_backoff() and h.m.total_rdy == 1
     h.msgs(key, 1)
     h.resp(key, True)
-    assert not h.m.in_backoff()
+    assert not h.m.in_backoff() and h.m.total_rdy == 10  # (max_in_flight, over both connections)
 
 
 def test_neutral_requeue_changes_no_backoff_state():
