@@ -58,6 +58,12 @@ class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 - deliberately s
     """No answer came within the allotted time."""
 
 
+class PublishInCallbackError(Error, RuntimeError):
+    """A blocking publish (no callback) from inside a publish callback, off the
+    program's loop: the callback runs on the task that reads nsqd's answers, so the
+    publish would wait for an answer only that task can read. Pass a callback."""
+
+
 class InvalidArgumentError(Error, ValueError):
     """A caller passed a value the protocol cannot carry (name, count, delay...)."""
 

@@ -29,6 +29,7 @@ from .errors import (
     InvalidBodyError,
     MessageTooLargeError,
     PartialPublishError,
+    PublishInCallbackError,
     SendError,
     TimeoutError,
 )
@@ -266,6 +267,8 @@ class Writer:
         self.config = Config.from_kwargs(conn_kwargs)
         self.backend = self.config.backend
         self._bridge = loops.program_loop(self.config.io_loop, self.backend)
+        #: the tasks (thread or greenlet ids) running a publish callback right now
+        self._callback_tasks: set[int] = set()
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
         self._lanes: dict[tuple[int, str], _TopicLane] = {}
@@ -690,6 +693,10 @@ class Writer:
     def _publish_blocking(self, send: "Send", what: Any, counts: _TopicCounts, n: int) -> bytes:
         """Publish and wait for nsqd's answer (retrying once elsewhere with
         retry_publish); n messages counted published in counts, or one error."""
+        if self._callback_tasks and self.backend.current_task_id() in self._callback_tasks:
+            raise PublishInCallbackError(
+                "a blocking publish from a publish callback would wait for an answer that only this "
+                "task reads: pass a callback (writer.pub(topic, msg, callback))")
         deadline = monotonic() + self.publish_timeout
         tried: Connection | None = None
         blocking = self._blocking
@@ -756,7 +763,15 @@ class Writer:
                 counts.published += n
             else:
                 counts.errors += 1
-            callback(conn, result)
+            task = self.backend.current_task_id()
+            tasks = self._callback_tasks
+            nested = task in tasks
+            tasks.add(task)
+            try:
+                callback(conn, result)
+            finally:
+                if not nested:
+                    tasks.discard(task)
 
         waiter = Pending(callback=answered)
         try:

@@ -138,6 +138,28 @@ def test_pub_with_a_callback_off_the_loop_still_returns_none(nsqd, topic, backen
         assert sorted(calls) == [("dpub", b"OK"), ("mpub", b"OK"), ("pub", b"OK")]
 
 
+def test_a_blocking_pub_inside_a_pub_callback_off_the_loop_fails_at_once(nsqd, topic, backend):
+    """The callback runs on the task that reads nsqd's answers: a blocking pub() there
+    would wait for an answer only that task can read (until publish_timeout). It raises
+    at once instead; a pub with a callback from the callback works."""
+    seen: list = []
+    with nsq.Writer([nsqd.tcp_address], backend=backend, publish_timeout=300) as w:
+        assert w.wait_connected(WAIT)
+
+        def on_first(conn, data):
+            try:
+                w.pub(topic, b"blocking")
+            except nsq.errors.PublishInCallbackError as exc:
+                seen.append(("refused", type(exc).__name__))
+            w.pub(topic, b"second", lambda conn, data: seen.append(("second", data)))
+
+        w.pub(topic, b"first", on_first)
+        wait_for(lambda: len(seen) == 2, backend)  # (far less than publish_timeout)
+        assert seen == [("refused", "PublishInCallbackError"), ("second", b"OK")]
+        assert w.pub(topic, b"after") == b"OK"  # a blocking pub off a callback still blocks and answers
+    assert nsqd.message_count(topic) == 3
+
+
 # -- 2. the heartbeat hook, connect() and connect_to_nsqd() ----------------------------------------
 
 HEARTBEAT_ON_THE_LOOP = r"""
