@@ -29,6 +29,9 @@ Layout:
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
+    logger.py      LoggerLevel, ConsoleLogger, FileLogger: where Client(logger=...) sends the pulsarfast logs
+    service.py     ServiceInfo (Client.get_service_info()) and the ServiceInfoProvider base class
+    _pulsar.py     the names programs import from the official C extension (`import pulsarfast._pulsar as _pulsar`)
     metrics.py     the Prometheus collector of producers, consumers and readers (extra `metrics`; not imported here)
 """
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .auth import (
     AuthenticationTLS,
     AuthenticationToken,
 )
+from ._pulsar import ConsumerCryptoFailureAction, RegexSubscriptionMode
 from .client import Client
 from .consumer import Consumer
 from .deadletter import ConsumerDeadLetterPolicy
@@ -56,9 +60,11 @@ from .enums import (
 )
 from .errors import *  # noqa: F401,F403 - the official module's exception names
 from .errors import EXCEPTION_NAMES, ForkedError, ProtocolError, PulsarException, Result
+from .logger import ConsoleLogger, FileLogger, LoggerLevel
 from .message import Message, MessageId
 from .producer import Producer
 from .reader import Reader
+from .service import ServiceInfo, ServiceInfoProvider
 from .version import __version__
 
 
@@ -78,5 +84,6 @@ __all__ = [
     "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "ConsumerDeadLetterPolicy", "__version__",
     *EXCEPTION_NAMES,
     "Authentication", "AuthenticationToken", "AuthenticationTLS", "AuthenticationAthenz", "AuthenticationOauth2",
-    "AuthenticationBasic",
+    "AuthenticationBasic", "ConsoleLogger", "FileLogger", "LoggerLevel", "ServiceInfo", "ServiceInfoProvider",
+    "ConsumerCryptoFailureAction", "RegexSubscriptionMode",
 ]

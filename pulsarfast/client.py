@@ -37,12 +37,14 @@ from .errors import (
     ServiceUnitNotReady,
     TooManyLookupRequestException,
 )
+from .logger import route_logs
 from .lookup import Lookup
 from .message import MessageId
 from .owner import Supervised
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener
+from .service import ServiceInfo
 from .topics import full_topic_name, partition_name
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class Client:
         keep_alive_interval_seconds: int = ClientSettings.keep_alive_interval_seconds,
     ) -> None:
         settings = ClientSettings.from_arguments(locals())
+        route_logs(settings.logger)
         self.settings = settings
         self.service_url = service_url
         self.use_tls = settings.tls
@@ -189,6 +192,12 @@ class Client:
         """The partitions' names of a partitioned topic, or [topic] for another one."""
         self.check_usable()
         return [name for name, _index in self._partitions_of(full_topic_name(topic))]
+
+    def get_service_info(self) -> ServiceInfo:
+        """The service this client uses: its URL, whether it uses TLS, and the trust file it was given
+        (None: the system's CAs; the official client reports certifi's file there). Works after close(),
+        as there."""
+        return ServiceInfo(self.service_url, None, self.settings.tls_trust_certs_file_path)
 
     @from_any_thread()
     def create_producer(

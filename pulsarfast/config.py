@@ -38,8 +38,10 @@ from .deadletter import ConsumerDeadLetterPolicy
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
 from .errors import InvalidConfiguration
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
+from .logger import logger_arg
 from .message import Message, MessageId
 from .position import StartPosition, is_earliest, is_latest
+from .service import ServiceInfoProvider
 from .tls import make_client_context
 from .topics import full_topic_name, parse_service_url
 
@@ -153,6 +155,17 @@ def str_arg(name: str, value: Any) -> str:
     """Check: a str."""
     if not isinstance(value, str):
         raise ValueError("Argument %s is expected to be of type 'str' and not '%s'" % (name, type(value).__name__))
+    return value
+
+
+def service_url_arg(_name: str, value: Any) -> str:
+    """Check: Client's service_url, a str (parse_service_url says whether it is a service URL); a
+    ServiceInfoProvider is what pulsarfast does not do yet."""
+    if isinstance(value, ServiceInfoProvider):
+        raise InvalidConfiguration("a ServiceInfoProvider as service_url is not supported by pulsarfast yet")
+    if not isinstance(value, str):
+        raise ValueError("Argument service_url is expected to be of type 'str', 'AutoClusterFailover' or "
+                         "'ServiceInfoProvider'")
     return value
 
 
@@ -274,8 +287,7 @@ class ClientSettings(Settings):
     """``Client(...)``'s arguments (the official client's, then pulsarfast's
     ``backend`` and ``keep_alive_interval_seconds``)."""
 
-    #: (a str here; parse_service_url says whether it is a service URL)
-    service_url: str = option(check=str_arg)
+    service_url: str = option(check=service_url_arg)
     authentication: Authentication | None = option(None, authentication_arg)
     operation_timeout_seconds: int = option(30, integer(1))
     io_threads: int = option(1)
@@ -287,11 +299,12 @@ class ClientSettings(Settings):
     tls_trust_certs_file_path: str | None = option(None, optional_str())
     tls_allow_insecure_connection: bool = option(False, boolean)
     tls_validate_hostname: bool = option(False, boolean)
-    logger: Any = option(None)
     connection_timeout_ms: int = option(10000, integer(1))
     listener_name: str | None = option(None)
     tls_private_key_file_path: str | None = option(None, optional_str())
     tls_certificate_file_path: str | None = option(None, optional_str())
+    #: None, a logging.Logger, a ConsoleLogger or a FileLogger (checked after the others, as there)
+    logger: Any = option(None, logger_arg)
     #: "auto", "gevent", "threads" or a Backend; read back, always the Backend
     backend: BackendSetting = BackendSetting()
     keep_alive_interval_seconds: int = option(30, integer(1))

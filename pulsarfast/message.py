@@ -78,6 +78,16 @@ class MessageId:
             raise InvalidMessage("not a serialized message id: %s" % exc) from None
         return MessageId.from_proto(record, topic=topic)
 
+    @classmethod
+    def wrap(cls, msg_id: "MessageId") -> "MessageId":
+        """A new MessageId equal to msg_id (the official ``MessageId.wrap`` of the C extension's id, which
+        ``MessageId.deserialize`` returns there; here both are this class)."""
+        if not isinstance(msg_id, MessageId):
+            raise ValueError("Argument msg_id is expected to be of type 'MessageId' and not '%s'"
+                             % type(msg_id).__name__)
+        return cls(msg_id._partition, msg_id._ledger_id, msg_id._entry_id, msg_id._batch_index,
+                   msg_id._batch_size, msg_id.topic)
+
     @staticmethod
     def from_proto(record: Any, partition: int | None = None, batch_index: int = -1, batch_size: int = 0,
                    topic: str | None = None) -> "MessageId":
@@ -231,6 +241,11 @@ class Message:
     def has_null_value(self) -> bool:
         """The producer sent None (a tombstone), not an empty payload."""
         return self._single[7]
+
+    def encryption_context(self) -> None:
+        """The message's encryption context: None, as for every unencrypted message (pulsarfast does not
+        do end-to-end encryption, so a consumer never hands out an encrypted one)."""
+        return None
 
     def __len__(self) -> int:
         return len(self._data)
