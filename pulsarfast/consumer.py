@@ -67,11 +67,20 @@ hooks cost one ``is None`` test.
 
 Positions. ``seek`` (a message id or a publish time) resets the
 subscription on the broker, which closes the consumer; it subscribes again
-and what was queued from before the seek is dropped unread. A reader's
+and what was queued from before the seek is dropped unread. Seeking a
+consumer to a message id is exclusive, as in the official client: the broker
+delivers from that id's entry and the message itself (with those before it in
+its batch) is dropped and acknowledged; a reader's seek keeps its
+``start_message_id_inclusive``. A reader's
 subscription (``durable=False``, reader.py) starts at a ``StartPosition``
 (position.py) and, after a reconnect, after the last message it handed out;
 what the broker delivers from before the position (the start entry comes
 whole) is dropped on arrival.
+
+Interrupts. Ctrl-C during a blocked ``receive()`` raises ``ReceiveInterrupted``, both the
+official ``Interrupted`` and a ``KeyboardInterrupt``. Under the threads backend a receive()
+blocked on the main thread is woken at once by a signal that lands on another thread
+(``_SignalWake``); the hub's loop does that under gevent.
 
 Counts (``Consumer.stats()``, which the metrics collector reads at scrape
 time): messages received (the flow-control record's, per arrived batch) and
@@ -84,7 +93,10 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import os
 import queue as _queue
+import signal
+import threading
 from typing import Any, Callable, TypedDict
 
 from msgengine.flow import FlowControl, LinkCredit
@@ -99,8 +111,10 @@ from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
     CumulativeAcknowledgementNotAllowedError,
+    ReceiveInterrupted,
     InvalidConfiguration,
     NotConnected,
+    OperationNotSupported,
     ProtocolError,
     PulsarException,
     Timeout,
@@ -123,6 +137,7 @@ _SUB_TYPES = {
     ConsumerType.KeyShared: proto.SUB_KEY_SHARED,
 }
 _CLOSED = object()  # wakes a receive() blocked when the consumer closes
+_WAKE = object()  # wakes a receive() blocked on the main thread: a signal arrived (see _SignalWake)
 #: where the broker redelivers the entries asked for; on the others it rewinds to the first not acknowledged
 _REDELIVER_BY_ID = frozenset((ConsumerType.Shared, ConsumerType.KeyShared))
 #: message ids in one grouped ACK command at most
@@ -134,6 +149,67 @@ FLOW_FRACTION = 10
 OWED_RELEASE_SECONDS = 1.0
 _ENCRYPTION_FIELDS = frozenset((13, 14, 15))  # MessageMetadata: encryption_keys, encryption_algo, encryption_param
 _CHUNK_FIELDS = frozenset((27, 28, 29))  # num_chunks_from_msg, total_chunk_msg_size, chunk_id
+
+
+class _SignalWake:
+    """Under the threads backend, wakes a ``receive()`` blocked on the main thread when a signal
+    lands on another thread. Python runs signal handlers on the main thread only, at its next
+    bytecode; a signal the kernel delivers to another thread does not end the main thread's wait,
+    which would notice it only when it next wakes. While the main thread blocks in receive(), the
+    signal module's wakeup fd (``signal.set_wakeup_fd``, which the C-level handler writes to
+    whichever thread runs it) is a pipe read by one watcher thread, which puts ``_WAKE`` in the
+    waiting consumers' queues: the main thread wakes and runs the handler (Ctrl-C's raises).
+    Used only when no wakeup fd is set already (an asyncio loop's, say): that one is left alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: dict[int, Any] = {}  # (id -> queue of the receive() calls waiting)
+        self._write_fd = -1
+
+    def _start(self) -> int:
+        """Under the lock: the pipe and its watcher thread, made once per process."""
+        if self._write_fd < 0:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(write_fd, False)
+            threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
+                             name="pulsarfast-signal-wake").start()
+            self._write_fd = write_fd
+        return self._write_fd
+
+    def _watch(self, read_fd: int) -> None:
+        while os.read(read_fd, 512):
+            with self._lock:
+                queues = list(self._queues.values())
+            for waiting in queues:
+                waiting.put(_WAKE)
+
+    def enter(self, waiting: Any) -> bool:
+        """On the main thread, before receive() blocks on ``waiting``; False: not armed (a wakeup
+        fd of someone else's is set)."""
+        with self._lock:
+            write_fd = self._start()
+            previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+            if previous not in (-1, write_fd):
+                signal.set_wakeup_fd(previous)
+                return False
+            self._queues[id(waiting)] = waiting
+            return True
+
+    def leave(self, waiting: Any) -> None:
+        with self._lock:
+            self._queues.pop(id(waiting), None)
+            if not self._queues:  # (enter and leave run on the main thread only: no other receive() is armed)
+                signal.set_wakeup_fd(-1)
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._queues.clear()
+        self._write_fd = -1  # (the watcher thread is the parent's)
+
+
+_signal_wake = _SignalWake()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_signal_wake.after_fork_in_child)
 
 
 class ConsumerTopicStats(TypedDict):
@@ -471,7 +547,7 @@ class TopicConsumer:
         kept = [message for message in messages if not start.before(message.message_id())]
         dropped = len(messages) - len(kept)
         if dropped:
-            if self.durable:  # (a seek into a batch: the broker's cursor is past the dropped ones)
+            if self.durable:  # (a seek: the broker's cursor is past the dropped ones, the target included)
                 for message in messages:
                     if start.before(message.message_id()):
                         self.ack(message.message_id())
@@ -635,11 +711,14 @@ class TopicConsumer:
         """Reset the subscription to a message id or a publish time (ms); blocks
         for the broker's answer and raises on failure. The broker then closes
         this consumer, which subscribes again at the new position; messages
-        queued from before the seek are dropped unread."""
+        queued from before the seek are dropped unread. A message id is
+        exclusive, as in the official client (the broker delivers from its
+        entry; the message itself is dropped), except for a reader with
+        ``start_message_id_inclusive``."""
         link = self._subscribed_link()
         if message_id is not None:
             position: StartPosition | None = StartPosition(
-                message_id, inclusive=self.durable or self.settings.start_message_id_inclusive)
+                message_id, inclusive=not self.durable and self.settings.start_message_id_inclusive)
             command_id: bytes | None = message_id.to_proto()
         else:  # (a reader: the broker keeps its subscription through the seek's disconnect)
             position = (StartPosition(MessageId.earliest, inclusive=True, pins_on_arrival=True)
@@ -712,6 +791,9 @@ class TopicConsumer:
             if redelivery is not None:
                 redelivery.redelivering_all()
             entries = []
+            # (acknowledgements still grouped reach the broker first: it rewinds to the first
+            # message it has not heard acknowledged, which must not be one acknowledged here)
+            self.send_acks()
         ids = [proto.message_id_data(ledger, entry, self.partition) for ledger, entry in entries]
         try:
             link.conn.send_command(proto.redeliver_unacknowledged(self.consumer_id, ids))
@@ -813,6 +895,9 @@ class Consumer:
         #: batches arrived, each (TopicConsumer, epoch, [Message, ...]); receive() moves one at a
         #: time into _ready, whose messages it then hands out without touching the queue
         self._queue = self.backend.queue()
+        #: a receive() blocked on the main thread is woken by a signal landing on another thread
+        #: (under gevent the hub's loop wakes for signals itself)
+        self._wake_on_signals = self.backend.name == "threads"
         self._ready: collections.deque[tuple[TopicConsumer, int, Message]] = collections.deque()
         #: open and in the process that made it: receive()'s fast path may be taken
         self._usable = True
@@ -824,6 +909,11 @@ class Consumer:
         #: the unacked-message timeout and the dead-letter policy (None when both are off; see redelivery.py)
         self.redelivery = Redelivery(client, settings) if settings.delivery_controls else None
         self._listener_task: Any = None
+        #: set unless pause_message_listener() holds the listener's calls (None without a listener)
+        self._listener_running: Any = None
+        if self._listener is not None:
+            self._listener_running = self.backend.event()
+            self._listener_running.set()
         self.closed = False
 
     # -- set-up (by the client) -------------------------------------------------------------
@@ -873,7 +963,9 @@ class Consumer:
         return self.settings.consumer_name or ""
 
     def receive(self, timeout_millis: int | None = None) -> Message:
-        """The next message; waits at most timeout_millis (then raises Timeout), or for ever."""
+        """The next message; waits at most timeout_millis (then raises Timeout), or for ever.
+        A KeyboardInterrupt while waiting raises ``ReceiveInterrupted`` (an ``Interrupted``
+        that is also a KeyboardInterrupt)."""
         # the fast path: a message of an arrived batch is ready (no queue, no lock but the permits')
         ready = self._ready
         if ready and self._usable and self._listener is None \
@@ -886,7 +978,12 @@ class Consumer:
                 handed = self._hand_out(consumer, epoch, message)
                 if handed is not None:
                     return handed
-        return self._receive_waiting(timeout_millis)
+        try:
+            return self._receive_waiting(timeout_millis)
+        except KeyboardInterrupt as exc:  # (Ctrl-C while waiting: Interrupted, as the official client)
+            if isinstance(exc, ReceiveInterrupted):
+                raise
+            raise ReceiveInterrupted("Pulsar error: Interrupted") from exc
 
     @from_any_thread()
     def _receive_waiting(self, timeout_millis: int | None) -> Message:
@@ -898,7 +995,15 @@ class Consumer:
         self._check_open()
         deadline = None if timeout_millis is None else monotonic() + max(0, timeout_millis) / 1000.0
         while True:
-            message = self._take(deadline)
+            waiting = self._queue
+            if self._wake_on_signals and waiting.empty() and threading.current_thread() is threading.main_thread() \
+                    and _signal_wake.enter(waiting):
+                try:
+                    message = self._take(deadline)
+                finally:
+                    _signal_wake.leave(waiting)
+            else:
+                message = self._take(deadline)
             if message is _CLOSED:
                 raise AlreadyClosed("consumer closed")
             if message is None:
@@ -927,6 +1032,8 @@ class Consumer:
                 if item is _CLOSED:
                     self._queue.put(_CLOSED)  # (wakes the next waiter too)
                     return _CLOSED
+                if item is _WAKE:
+                    continue  # (a signal: its handler runs now, on this thread)
                 consumer, epoch, messages = item
                 if epoch == consumer.epoch:
                     ready.extend(zip(itertools.repeat(consumer, len(messages)),
@@ -955,22 +1062,40 @@ class Consumer:
 
     def _run_listener(self) -> None:
         listener = self._listener
-        assert listener is not None
+        running = self._listener_running
+        assert listener is not None and running is not None
         take = self._take
         while True:
+            if not running.is_set():
+                running.wait()  # (paused; close sets it too)
             message = take(None)
             if message is _CLOSED:
                 return
+            if not running.is_set():  # (paused while waiting: the message waits for the resume)
+                running.wait()
+                if self.closed:
+                    return
             try:
                 listener(self, message)
             except Exception:
                 logger.exception("[%s] message_listener raised", self.settings.label)
 
-    def _topic_consumer(self, message_id: MessageId) -> TopicConsumer:
+    def _multi_topic(self) -> bool:
+        """More than one topic, or a partitioned one: the official client's multi-topics consumer."""
+        topics = self._topics
+        return len(topics) != 1 or topics[0].partition >= 0
+
+    def _topic_consumer(self, message_id: MessageId, needs_topic: bool = True) -> TopicConsumer:
+        """The TopicConsumer of a message id: its topic's, else its partition's. An id without
+        its topic on a multi-topics consumer raises OperationNotSupported when ``needs_topic``
+        (acknowledgements, as the official client)."""
         if message_id.topic is not None:
             consumer = self._by_topic.get(message_id.topic)
             if consumer is not None:
                 return consumer
+        elif needs_topic and self._multi_topic():
+            # (as the official multi-topics consumer: an id without its topic names no partition)
+            raise OperationNotSupported("Pulsar error: OperationNotSupported")
         if len(self._topics) == 1:
             return self._topics[0]
         partition = message_id.partition()
@@ -1020,9 +1145,13 @@ class Consumer:
 
     @from_any_thread()
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        """Ask for the message again after negative_ack_redelivery_delay_ms."""
+        """Ask for the message again after negative_ack_redelivery_delay_ms. On a consumer of
+        several topics (or a partitioned one) an id without its topic is ignored, as the
+        official client does."""
         self._check_open()
         message_id = self._id_of(message)
+        if message_id.topic is None and self._multi_topic():
+            return
         ledger, entry = message_id.entry_key()
         consumer = self._topic_consumer(message_id)
         if consumer.redelivery is not None:
@@ -1036,6 +1165,26 @@ class Consumer:
         self._check_open()
         for consumer in self._topics:
             consumer.redeliver([])
+
+    @from_any_thread()
+    def pause_message_listener(self) -> None:
+        """Stop calling the message_listener until resume_message_listener(); the messages
+        that arrive meanwhile wait (a call under way finishes). InvalidConfiguration without
+        a listener, as in the official client."""
+        self._check_open()
+        running = self._listener_running
+        if running is None:
+            raise InvalidConfiguration("Pulsar error: InvalidConfiguration")
+        running.clear()
+
+    @from_any_thread()
+    def resume_message_listener(self) -> None:
+        """Call the message_listener again, first for the messages that arrived while paused."""
+        self._check_open()
+        running = self._listener_running
+        if running is None:
+            raise InvalidConfiguration("Pulsar error: InvalidConfiguration")
+        running.set()
 
     def is_connected(self) -> bool:
         return not self.closed and all(c.is_connected() for c in self._topics)
@@ -1059,8 +1208,9 @@ class Consumer:
 
     @from_any_thread()
     def seek(self, message_id: MessageId | int) -> None:
-        """Reset the subscription to a message id (that message comes next) or a
-        publish timestamp in ms (the first message published at or after it).
+        """Reset the subscription to a message id (the message after it comes next,
+        as in the official client) or a publish timestamp in ms (the first message
+        published at or after it).
         A timestamp, MessageId.earliest or MessageId.latest applies to every
         partition, another id to its own partition. Blocks for the broker's
         answer; raises on failure."""
@@ -1078,7 +1228,7 @@ class Consumer:
             for consumer in self._topics:
                 consumer.seek(message_id=message_id)
             return
-        self._topic_consumer(message_id).seek(message_id=message_id)
+        self._topic_consumer(message_id, needs_topic=False).seek(message_id=message_id)
 
     @from_any_thread()
     def unsubscribe(self) -> None:
@@ -1116,6 +1266,7 @@ class Consumer:
         if self.redelivery is not None:
             self.redelivery.abort()
         self._queue.put(_CLOSED)
+        self._wake_listener()
 
     def _shutdown(self) -> None:
         self.closed = True
@@ -1130,7 +1281,13 @@ class Consumer:
             except PulsarException as exc:
                 logger.warning("[%s] closing the consumer on the broker: %s", consumer.topic, exc)
         self._queue.put(_CLOSED)
+        self._wake_listener()
         self.client.consumer_closed(self)
+
+    def _wake_listener(self) -> None:
+        """Closed: a paused listener task ends."""
+        if self._listener_running is not None:
+            self._listener_running.set()
 
     def _check_open(self) -> None:
         self.client.check_usable()

@@ -359,6 +359,12 @@ class Interrupted(PulsarException):
     result = Result.Interrupted
 
 
+class ReceiveInterrupted(Interrupted, KeyboardInterrupt):
+    """A KeyboardInterrupt (Ctrl-C) that ended a blocked ``receive()``/``read_next()``: the
+    official client raises ``Interrupted`` there; this is both, so ``except pulsar.Interrupted``
+    and ``except KeyboardInterrupt`` each catch it."""
+
+
 #: Result -> exception class
 _BY_RESULT: dict[Result, type[PulsarException]] = {
     cls.result: cls for cls in PulsarException.__subclasses__()

@@ -302,8 +302,8 @@ def test_consumer_seek_to_an_earlier_id_redelivers_from_there(client, pulsar_top
         msg = consumer.receive(RECEIVE_MS)
         assert msg.data() == body
         consumer.acknowledge(msg)
-    consumer.seek(ids[3])
-    assert [consumer.receive(RECEIVE_MS).data() for _ in range(5)] == bodies[3:]
+    consumer.seek(ids[3])  # (exclusive, as the official client: the message after it comes next)
+    assert [consumer.receive(RECEIVE_MS).data() for _ in range(4)] == bodies[4:]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(EMPTY_MS)
     consumer.seek(pulsar.MessageId.earliest)
@@ -313,7 +313,7 @@ def test_consumer_seek_to_an_earlier_id_redelivers_from_there(client, pulsar_top
     assert consumer.receive(RECEIVE_MS).data() == b"fresh"
 
 
-def test_consumer_seek_into_a_batch_starts_at_that_message(client, pulsar_topic):
+def test_consumer_seek_into_a_batch_starts_after_that_message(client, pulsar_topic):
     consumer = client.subscribe(pulsar_topic, "seek-batch", initial_position=pulsar.InitialPosition.Earliest)
     producer = make_producer(client, pulsar_topic, batched=True)
     bodies = bodies_of(b"sb", 8)
@@ -321,7 +321,7 @@ def test_consumer_seek_into_a_batch_starts_at_that_message(client, pulsar_topic)
     assert [consumer.receive(RECEIVE_MS).data() for _ in range(8)] == bodies
     assert ids[6].batch_index() == 2
     consumer.seek(ids[6])
-    assert [consumer.receive(RECEIVE_MS).data() for _ in range(2)] == bodies[6:]
+    assert [consumer.receive(RECEIVE_MS).data() for _ in range(1)] == bodies[7:]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(EMPTY_MS)
 
@@ -355,7 +355,7 @@ def test_seek_drops_the_messages_queued_before_it(pulsar_broker, client, pulsar_
         return sub["msgOutCounter"] >= 10
     wait_for(all_delivered, backend)  # (1..9 are in the consumer's queue now)
     consumer.seek(ids[6])
-    assert [consumer.receive(RECEIVE_MS).data() for _ in range(4)] == bodies[6:]
+    assert [consumer.receive(RECEIVE_MS).data() for _ in range(3)] == bodies[7:]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(EMPTY_MS)
 
@@ -475,11 +475,11 @@ def test_consumer_seek_on_a_partitioned_topic(pulsar_broker, client, pulsar_topi
     assert receive_all(9) == sorted(bodies)
     consumer.seek(0)  # (a timestamp: every partition)
     assert receive_all(9) == sorted(bodies)
-    # an id: its own partition, from that message on
+    # an id: its own partition, after that message
     partition = ids[0].partition()
     same = [b for b, i in zip(bodies, ids) if i.partition() == partition]
     consumer.seek(ids[0])
-    assert receive_all(len(same)) == sorted(same)
+    assert receive_all(len(same) - 1) == sorted(same[1:])
 
 
 # --------------------------------------------------------------------------- the official client's ids
