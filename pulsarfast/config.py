@@ -151,6 +151,24 @@ def schema_arg(_name: str, value: Any) -> Any:
     return value
 
 
+def of_type(kind: type, type_name: str) -> Check:
+    """Check: an instance of kind, as the official client's type checks test it (so an
+    int check takes a bool, as there); type_name in the message."""
+    def check(name: str, value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise ValueError("Argument %s is expected to be of type '%s' and not '%s'"
+                             % (name, type_name, type(value).__name__))
+        return value
+    return check
+
+
+def optional_dict(name: str, value: Any) -> dict | None:
+    """Check: None or a dict (kept as a copy)."""
+    if value is not None and not isinstance(value, dict):
+        raise ValueError("Argument %s is expected to be either None or of type 'dict'" % name)
+    return dict(value) if value is not None else None
+
+
 def str_arg(name: str, value: Any) -> str:
     """Check: a str."""
     if not isinstance(value, str):
@@ -290,11 +308,11 @@ class ClientSettings(Settings):
     service_url: str = option(check=service_url_arg)
     authentication: Authentication | None = option(None, authentication_arg)
     operation_timeout_seconds: int = option(30, integer(1))
-    io_threads: int = option(1)
-    message_listener_threads: int = option(1)
-    concurrent_lookup_requests: int = option(50000)
+    io_threads: int = option(1, of_type(int, "int"))
+    message_listener_threads: int = option(1, of_type(int, "int"))
+    concurrent_lookup_requests: int = option(50000, of_type(int, "int"))
     log_conf_file_path: str | None = option(None)
-    stats_interval_in_seconds: int = option(600)
+    stats_interval_in_seconds: int = option(600, of_type(int, "int"))
     use_tls: bool = option(False, boolean)
     tls_trust_certs_file_path: str | None = option(None, optional_str())
     tls_allow_insecure_connection: bool = option(False, boolean)
@@ -347,24 +365,24 @@ class ProducerSettings(Settings):
     """``create_producer``'s arguments (the official client's, then pulsarfast's
     ``hashing_scheme`` and ``initial_subscription_name``)."""
 
-    topic: str = option(check=topic_arg)
-    producer_name: str | None = option(None, optional_str("Argument %s is expected to be of type 'str'"))
+    topic: str = option(check=each(str_arg, topic_arg))
+    producer_name: str | None = option(None, optional_str())
     schema: Any = option(None, schema_arg)
     initial_sequence_id: int | None = option(None, optional(integer(-1)))
     send_timeout_millis: int = option(30000, integer(0))
     compression_type: CompressionType = option(CompressionType.NONE)
     max_pending_messages: int = option(1000, integer(1))
     max_pending_messages_across_partitions: int = option(50000, integer(1))
-    block_if_queue_full: bool = option(False, truth)
-    batching_enabled: bool = option(False, truth)
+    block_if_queue_full: bool = option(False, boolean)
+    batching_enabled: bool = option(False, boolean)
     batching_max_messages: int = option(1000, integer(1))
     batching_max_allowed_size_in_bytes: int = option(128 * 1024, integer(1))
     batching_max_publish_delay_ms: int = option(10, integer(0))
     chunking_enabled: bool = option(False, truth)
     message_routing_mode: PartitionsRoutingMode = option(PartitionsRoutingMode.RoundRobinDistribution,
                                                          enum_of(PartitionsRoutingMode))
-    lazy_start_partitioned_producers: bool = option(False)
-    properties: dict[str, str] | None = option(None)
+    lazy_start_partitioned_producers: bool = option(False, boolean)
+    properties: dict[str, str] | None = option(None, optional_dict)
     batching_type: Any = option(None)
     encryption_key: str | None = option(None, unsupported(NO_ENCRYPTION))
     crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
@@ -418,13 +436,13 @@ class ConsumerSettings(Settings):
     message_listener: Listener | None = option(None, callable_or_none)
     receiver_queue_size: int = option(1000, integer(0))
     max_total_receiver_queue_size_across_partitions: int = option(50000, integer(1))
-    consumer_name: str | None = option(None)
+    consumer_name: str | None = option(None, optional_str())
     #: None or 0: off
     unacked_messages_timeout_ms: int | None = option(None, unacked_timeout_arg)
-    broker_consumer_stats_cache_time_ms: int = option(30000)
+    broker_consumer_stats_cache_time_ms: int = option(30000, of_type(int, "int"))
     negative_ack_redelivery_delay_ms: int = option(60000, integer(0))
-    is_read_compacted: bool = option(False, truth)
-    properties: dict[str, str] | None = option(None)
+    is_read_compacted: bool = option(False, boolean)
+    properties: dict[str, str] | None = option(None, optional_dict)
     pattern_auto_discovery_period: int = option(60)
     initial_position: InitialPosition = option(InitialPosition.Latest, enum_of(InitialPosition))
     crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
