@@ -44,19 +44,20 @@ from .auth import (
     AuthenticationTLS,
     AuthenticationToken,
 )
-from ._pulsar import ConsumerCryptoFailureAction, RegexSubscriptionMode
 from .client import Client
 from .consumer import Consumer
 from .deadletter import ConsumerDeadLetterPolicy
 from .enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     HashingScheme,
     InitialPosition,
     KeySharedMode,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
 )
 from .errors import *  # noqa: F401,F403 - the official module's exception names
 from .errors import EXCEPTION_NAMES, ForkedError, ProtocolError, PulsarException, Result

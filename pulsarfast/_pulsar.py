@@ -27,12 +27,14 @@ from __future__ import annotations
 from .enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
     KeySharedMode,
-    OfficialEnum,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
+    SchemaType,
 )
 from .errors import (  # one exception class per Result code
     AlreadyClosed,
@@ -87,43 +89,6 @@ from .errors import EXCEPTION_NAMES
 from .logger import LoggerLevel
 from .message import MessageId
 from .service import ServiceInfo
-
-
-class ConsumerCryptoFailureAction(OfficialEnum):
-    """What a consumer does with a message it cannot decrypt (the official enum)."""
-
-    FAIL = 0
-    DISCARD = 1
-    CONSUME = 2
-
-
-class RegexSubscriptionMode(OfficialEnum):
-    """Which topics a pattern subscription takes (the official enum)."""
-
-    PersistentOnly = 0
-    NonPersistentOnly = 1
-    AllTopics = 2
-
-
-class SchemaType(OfficialEnum):
-    """The schema types (the official enum, with its values)."""
-
-    NONE = 0
-    STRING = 1
-    INT8 = 6
-    INT16 = 7
-    INT32 = 8
-    INT64 = 9
-    FLOAT = 10
-    DOUBLE = 11
-    BYTES = -1
-    JSON = 2
-    PROTOBUF = 3
-    AVRO = 4
-    AUTO_CONSUME = -3
-    AUTO_PUBLISH = -4
-    KEY_VALUE = 15
-    PROTOBUF_NATIVE = 20
 
 
 __all__ = [
