@@ -91,6 +91,7 @@ lock: with the GIL an attribute's ``+=`` is not interrupted by another thread.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
 import os
@@ -100,7 +101,7 @@ import threading
 from typing import Any, Callable, TypedDict
 
 from msgengine.flow import FlowControl, LinkCredit
-from msgengine.runtime import from_any_thread, monotonic
+from msgengine.runtime import ProcessLock, from_any_thread, monotonic, on_fork_in_child, start_os_thread
 
 from . import proto
 from .compression import decompress
@@ -162,7 +163,7 @@ class _SignalWake:
     Used only when no wakeup fd is set already (an asyncio loop's, say): that one is left alone."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()  # (fresh in a forked child)
         self._queues: dict[int, Any] = {}  # (id -> queue of the receive() calls waiting)
         self._write_fd = -1
 
@@ -171,8 +172,7 @@ class _SignalWake:
         if self._write_fd < 0:
             read_fd, write_fd = os.pipe()
             os.set_blocking(write_fd, False)
-            threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
-                             name="pulsarfast-signal-wake").start()
+            start_os_thread(functools.partial(self._watch, read_fd))
             self._write_fd = write_fd
         return self._write_fd
 
@@ -202,14 +202,12 @@ class _SignalWake:
                 signal.set_wakeup_fd(-1)
 
     def after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()
         self._queues.clear()
         self._write_fd = -1  # (the watcher thread is the parent's)
 
 
 _signal_wake = _SignalWake()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_signal_wake.after_fork_in_child)
+on_fork_in_child(_signal_wake)
 
 
 class ConsumerTopicStats(TypedDict):
