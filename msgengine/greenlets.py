@@ -389,6 +389,12 @@ class GeventBackend(Backend):
         return outcome.result()
 
     def after_fork_in_child(self) -> None:
+        from gevent import monkey
+
+        if not monkey.is_module_patched("os"):
+            # os.fork() was the plain one, which does not tell gevent: its loop and thread pool (the
+            # resolver's) are the parent's until reinit (the patched fork calls it itself)
+            self._gevent.reinit()
         self._door.forget_pending()
         if self._thread_ident() != self._hub_thread:
             # forked from another OS thread: the hub's thread does not exist here

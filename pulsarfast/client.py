@@ -8,9 +8,15 @@ connection died, the producer and consumer id counters, and what every
 connection uses to secure itself: the TLS context (``pulsarfast.tls``, for
 ``pulsar+ssl://``) and the authentication (``pulsarfast.auth``).
 
-A client created before ``os.fork()`` cannot be used in the child: every
-call there raises ``ForkedError`` (create a new Client in the child). The
-parent's connections are left untouched by the child.
+After ``os.fork()`` (gunicorn ``--preload``, Celery prefork, multiprocessing),
+a client made in the parent works in the child on connections of its own,
+made at its first use there: its producers go on sending (the messages still
+waiting in the parent at the fork are the parent's, and only the parent's
+receipts settle them), lookups and new producers and consumers work. Consumers
+and readers started in the parent raise ``ForkedError`` in the child (their
+subscriptions and unacknowledged messages are the parent's), and so does a
+producer with a name of its own (the name can be on the topic once). The
+parent's connections are left untouched by the child, as in ``nsq.Writer``.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from msgengine.backoff import reconnect_delay
-from msgengine.runtime import Backend, fork_generation, from_any_thread, monotonic, on_fork_in_child
+from msgengine.runtime import Backend, ProcessLock, fork_generation, from_any_thread, monotonic, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
 from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings
@@ -31,7 +37,6 @@ from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
     BrokerPersistenceError,
-    ForkedError,
     PulsarException,
     Result,
     ServiceUnitNotReady,
@@ -99,16 +104,19 @@ class Client:
         self.max_message_size = 5 * 1024 * 1024
         self._pool = ConnectionPool(self.backend, self._make_connection)
         self._lookup = Lookup(self._pool, service_url, settings.hosts, self.operation_timeout, use_tls=self.use_tls)
-        self._supervisor: Supervisor[Supervised] = Supervisor(self.backend, "pulsar client", self._establish,
-                                                              max_reconnect_delay=MAX_RECONNECT_SECONDS,
-                                                              reconnect_after_close=0.2)
+        self._supervisor = self._new_supervisor()
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
         self._producers: list[Producer] = []
         self._consumers: list[Consumer] = []
-        self._fork_generation = fork_generation()
+        self._fork_generation = fork_generation()  # the process whose connections the client uses
+        self._fork_lock = ProcessLock()
         self._closed = False
         on_fork_in_child(self)
+
+    def _new_supervisor(self) -> Supervisor[Supervised]:
+        return Supervisor(self.backend, "pulsar client", self._establish, max_reconnect_delay=MAX_RECONNECT_SECONDS,
+                          reconnect_after_close=0.2)
 
     # -- what producers and consumers share -------------------------------------------------
 
@@ -169,15 +177,28 @@ class Client:
             self._consumers.remove(consumer)
 
     def forked(self) -> bool:
-        """This process forked from the one that made the client."""
+        """This process forked from the one whose connections the client uses (it has not been used here yet)."""
         return self._fork_generation != fork_generation()
 
     def check_usable(self) -> None:
-        """Raise ForkedError in a forked child, AlreadyClosed once closed."""
-        if self._fork_generation != fork_generation():
-            raise ForkedError("this Client was created before os.fork(); create a new Client in the child process")
+        """Raise AlreadyClosed once closed; the first use in a forked child takes the client over there."""
         if self._closed:
             raise AlreadyClosed("the client is closed")
+        if self._fork_generation != fork_generation():
+            self._start_in_child()
+
+    def _start_in_child(self) -> None:
+        """The first use in a forked child: a supervisor of the child's, which creates the parent's
+        producers again on the child's own connections (their sends wait for that meanwhile)."""
+        with self._fork_lock:
+            if self._fork_generation == fork_generation():
+                return
+            self._supervisor = self._new_supervisor()
+            self._fork_generation = fork_generation()
+            partitions = [partition for producer in self._producers for partition in producer.partition_producers()]
+        for partition in partitions:
+            if partition.usable_in_child():
+                self._supervisor.keep(partition)
 
     def _partitions_of(self, topic: str) -> list[tuple[str, int]]:
         count = self._lookup.partitions(topic)
@@ -397,9 +418,12 @@ class Client:
         self._consumers.clear()
 
     def after_fork_in_child(self) -> None:
-        """In a forked child: forget the parent's connections and timers (they belong to the parent)."""
+        """In a forked child: forget the parent's connections, timers, broker-side producers and
+        the sends waiting for the parent's receipts (the first use here starts over: check_usable)."""
         self._supervisor.forget_after_fork()
         self._pool.forget_after_fork()
+        for producer in self._producers:
+            producer.after_fork_in_child()
         for consumer in self._consumers:
             consumer.after_fork_in_child()
 

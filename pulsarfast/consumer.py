@@ -112,6 +112,7 @@ from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
     CumulativeAcknowledgementNotAllowedError,
+    ForkedError,
     ReceiveInterrupted,
     InvalidConfiguration,
     NotConnected,
@@ -881,6 +882,18 @@ class _NegativeAcks:
         if timer is not None:
             timer.cancel()
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: the entries due are the parent's (its lock may have been held by a
+        thread that is not in the child, and a gevent timer survives the fork)."""
+        self._lock = self.owner.client.backend.lock()
+        timer, self._timer = self._timer, None
+        self._due = {}
+        if timer is not None:
+            try:
+                timer.cancel()
+            except Exception:  # pragma: no cover - a timer of the parent's scheduler thread
+                pass
+
 
 class Consumer:
     """A subscription over one or more topics; see the module docstring."""
@@ -899,6 +912,8 @@ class Consumer:
         self._ready: collections.deque[tuple[TopicConsumer, int, Message]] = collections.deque()
         #: open and in the process that made it: receive()'s fast path may be taken
         self._usable = True
+        #: started in a process this one forked from (every call raises ForkedError)
+        self._forked = False
         self._topics: list[TopicConsumer] = []
         #: (keyed by topic names; looked up with a message id's topic, None for an id built by hand)
         self._by_topic: dict[str | None, TopicConsumer] = {}
@@ -1245,16 +1260,21 @@ class Consumer:
         """Close on the broker; messages received and not acknowledged are delivered again to others."""
         if self.closed:
             return
-        if self.client.forked():
+        if self._forked:
             self.closed = True  # (the broker-side consumer is the parent's)
             self._usable = False
             return
         self._shutdown()
 
     def after_fork_in_child(self) -> None:
-        """In a forked child: calls take the checked path (which raises ForkedError)."""
+        """In a forked child: the subscription and the messages received are the parent's; calls
+        take the checked path, which raises ForkedError, and the delivery timers stop here."""
+        self._forked = True
         self._usable = False
         self._ready.clear()
+        self._nacks.forget_after_fork()
+        if self.redelivery is not None:
+            self.redelivery.abort()
 
     def abort(self) -> None:
         """The client shut down: blocked and later receive() calls raise AlreadyClosed."""
@@ -1288,6 +1308,9 @@ class Consumer:
             self._listener_running.set()
 
     def _check_open(self) -> None:
+        if self._forked:
+            raise ForkedError("this consumer was started before os.fork(): its subscription and unacknowledged "
+                              "messages are the parent's; subscribe again in the child")
         self.client.check_usable()
         if self.closed:
             raise AlreadyClosed("consumer closed")

@@ -81,8 +81,8 @@ class ConnectionPool:
             conn.close()
 
     def forget_after_fork(self) -> None:
-        """In a forked child: the connections are the parent's (each dropped its socket already)."""
+        """In a forked child: the connections are the parent's (each dropped its socket already);
+        the next ``get`` makes the child's own."""
         self._lock = self.backend.lock()
         self._connections = {}
         self._connecting = {}
-        self._closed = True

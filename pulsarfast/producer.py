@@ -11,8 +11,14 @@ in order); a send that waits longer than ``send_timeout_millis`` fails with
 client's supervisor looks the topic up again and re-creates it; the sends
 still waiting are then written again, in order, with their sequence ids, so
 nothing acknowledged to a caller is lost and nothing unacknowledged is
-dropped silently. A terminated topic is the exception: once the broker says
-so (a SEND_ERROR, or its answer to PRODUCER when the producer is re-created),
+dropped silently. After ``os.fork()``, the child's copy of a producer starts over
+(``after_fork_in_child``): the sends waiting are the parent's, and the client
+creates it again, with a name from the broker, on the child's own connection
+at the first use there; a producer with a name of its own raises ``ForkedError``
+in the child instead, since a name can be on the topic once.
+
+A terminated topic is the exception to re-creating: once the broker says so
+(a SEND_ERROR, or its answer to PRODUCER when the producer is re-created),
 every send waiting fails with ``TopicTerminated``, later sends fail at once,
 and the producer is not re-created (``PartitionProducer.terminated``).
 
@@ -57,6 +63,7 @@ from .connection import BrokerConnection
 from .enums import PartitionsRoutingMode
 from .errors import (
     AlreadyClosed,
+    ForkedError,
     InvalidConfiguration,
     MessageTooBig,
     NotConnected,
@@ -258,6 +265,24 @@ class PartitionProducer:
         if frames:
             conn.flush()
         return link
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the broker-side producer, its name and the sends waiting for its
+        receipts are the parent's; start over with none (the client creates it again here)."""
+        self._lock = self.backend.lock()  # (it may have been held by a thread that is not in the child)
+        self._link = None
+        self._take_all_locked()  # (their callbacks are the parent's to run: nothing is reported here)
+        self._finishing = {}
+        self._room_waiters = []
+        self._drain_waiters = []
+        self._epoch = 0
+        if not self.user_provided_name:
+            self.name = ""
+            self._name_bytes = None
+
+    def usable_in_child(self) -> bool:
+        """Whether a forked child may create this producer again (see after_fork_in_child)."""
+        return not self.closed and not self.user_provided_name and self._terminated is None
 
     def link_closed(self, link: _ProducerLink, reason: BaseException | None) -> None:
         # (no lock: a failed write closes the connection, and the writer may hold it)
@@ -618,6 +643,8 @@ class Producer:
         self._partitions = partitions
         self._next_partition = random.randrange(len(partitions))
         self._closed = False
+        #: why sends fail once closed (ForkedError for a named producer in a forked child)
+        self._closed_error: PulsarException | None = None
 
     # -- the official API ---------------------------------------------------------------
 
@@ -704,6 +731,20 @@ class Producer:
             partition.close(timeout)
         self._client.producer_closed(self)
 
+    def partition_producers(self) -> list[PartitionProducer]:
+        return list(self._partitions)
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child (the client tells it): each partition starts over; a producer with a
+        name of its own cannot be on the topic twice, so it is closed here with ForkedError."""
+        for partition in self._partitions:
+            partition.after_fork_in_child()
+        if not self._closed and self.settings.producer_name:
+            self._closed = True
+            self._closed_error = ForkedError(
+                "producer %r was created before os.fork() with a name of its own, which the parent's producer "
+                "holds on the topic; create a new producer in the child" % self.settings.producer_name)
+
     def abort(self) -> None:
         """The client shut down: every send still waiting fails with AlreadyClosed."""
         self._closed = True
@@ -717,7 +758,7 @@ class Producer:
               event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> _Send:
         self._client.check_usable()
         if self._closed:
-            raise AlreadyClosed("producer closed")
+            raise self._closed_error or AlreadyClosed("producer closed")
         if content is None:
             payload = b""
         elif isinstance(content, bytes):

@@ -2,11 +2,13 @@
 subprocess by tests/pulsar/test_runtime.py, on either backend (under gevent,
 the fork happens on the main greenlet).
 
-The child tries each public call on the inherited client, producer and
-consumer, and records what each raised; then it closes the client and exits
-0 normally (interpreter shutdown included). The parent waits for the child
-(bounded), then sends and receives on its own client. Each process prints
-one JSON line: {"process": "child"|"parent", ...}.
+The child tries each public call on the inherited client, producers and
+consumer, and records what each returned or raised (the producer sends
+PER_PROCESS messages, the consumer's calls should raise ForkedError); then it
+closes the client and exits 0 normally (interpreter shutdown included). The
+parent waits for the child (bounded), then sends PER_PROCESS messages of its
+own and receives everything on the topic. Each process prints one JSON line:
+{"process": "child"|"parent", ...}.
 """
 import argparse
 import json
@@ -17,6 +19,7 @@ import time
 import pulsarfast as pulsar
 
 CHILD_DEADLINE = 40.0
+PER_PROCESS = 20
 
 
 CALL_LIMIT = 3.0  # a call still blocked after this long is reported as "hung"
@@ -54,7 +57,8 @@ def main():
     client = pulsar.Client(args.service_url, backend=args.backend, operation_timeout_seconds=10)
     sleep = client.backend.sleep
     consumer = client.subscribe(args.topic, "fork", consumer_type=pulsar.ConsumerType.Shared)
-    producer = client.create_producer(args.topic, send_timeout_millis=2000)
+    producer = client.create_producer(args.topic, send_timeout_millis=10_000)
+    named = client.create_producer(args.topic, producer_name="fork-named-%d" % os.getpid())
     producer.send(b"before-fork")
     msg = consumer.receive(timeout_millis=10_000)
     assert msg.data() == b"before-fork", msg.data()
@@ -66,18 +70,18 @@ def main():
         callbacks = []
         result = {"process": "child", "calls": {}}
         calls = result["calls"]
-        calls["producer.send"] = outcome(backend, lambda: producer.send(b"from-child"))
+        calls["producer.send"] = outcome(backend, lambda: producer.send(b"child-0"))
         calls["producer.send_async"] = outcome(
-            backend, lambda: producer.send_async(b"from-child-async", lambda res, mid: callbacks.append(res.name)))
+            backend, lambda: producer.send_async(b"child-1", lambda res, mid: callbacks.append(res.name)))
+        calls["producer.flush"] = outcome(backend, producer.flush)
+        calls["more sends"] = outcome(backend, lambda: [producer.send(b"child-%d" % i) for i in range(2, PER_PROCESS)])
+        calls["named_producer.send"] = outcome(backend, lambda: named.send(b"named-from-child"))
         calls["consumer.receive"] = outcome(backend, lambda: consumer.receive(timeout_millis=1000))
         calls["consumer.acknowledge"] = outcome(backend, lambda: consumer.acknowledge(msg))
-        calls["client.create_producer"] = outcome(backend, lambda: client.create_producer(args.topic))
-        calls["client.subscribe"] = outcome(backend, lambda: client.subscribe(args.topic, "child-sub"))
-        # send_async's outcome may come through its callback: give it a moment (bounded)
-        deadline = time.monotonic() + CALL_LIMIT
-        while not callbacks and calls["producer.send_async"]["outcome"] == "returned" and time.monotonic() < deadline:
-            sleep(0.05)
-        result["send_async_callbacks"] = list(callbacks)
+        calls["client.get_topic_partitions"] = outcome(backend, lambda: client.get_topic_partitions(args.topic))
+        calls["client.create_producer"] = outcome(backend, lambda: client.create_producer(args.topic).close())
+        calls["client.subscribe"] = outcome(backend, lambda: client.subscribe(args.topic, "child-sub").close())
+        result["send_async_callbacks"] = list(callbacks)  # (flush() waited for it)
         calls["client.close"] = outcome(backend, client.close)
         print(json.dumps(result), flush=True)
         sys.exit(0)  # a normal exit: atexit hooks and thread joins must not hang
@@ -96,16 +100,18 @@ def main():
         result["child_hung"] = True
     result["child_exit_code"] = os.waitstatus_to_exitcode(status) if status is not None else None
 
-    result["send_after"] = outcome(client.backend, lambda: producer.send(b"after-fork"))
+    result["send_after"] = outcome(
+        client.backend, lambda: [producer.send(b"parent-%d" % i) for i in range(PER_PROCESS)])
+    result["named_send_after"] = outcome(client.backend, lambda: named.send(b"named-from-parent"))
     received = []
     while True:
         try:
-            got = consumer.receive(timeout_millis=3000 if received else 10_000)
+            got = consumer.receive(timeout_millis=10_000)
         except pulsar.Timeout:
             break
         received.append(got.data().decode())
         consumer.acknowledge(got)
-        if got.data() == b"after-fork":
+        if got.data() == b"named-from-parent":
             # anything the child might have slipped through the parent's socket would be here too
             try:
                 extra = consumer.receive(timeout_millis=1000)
