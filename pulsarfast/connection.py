@@ -17,7 +17,9 @@ connection (``pulsarfast.pool``).
 With an ``ssl_context`` the socket runs TLS (``msgengine.transport.TLSStream``,
 handshake before CONNECT; a failed one is a ConnectError). With an
 ``authentication`` (``pulsarfast.auth``) CONNECT carries its method and data,
-and an AUTH_CHALLENGE is answered with fresh data in AUTH_RESPONSE.
+and an AUTH_CHALLENGE is answered with fresh data in AUTH_RESPONSE
+(``challenge_data()``); an authentication whose data needs network I/O
+(``blocking_io``: OAuth2) is asked through the backend's ``run_blocking``.
 """
 from __future__ import annotations
 
@@ -110,7 +112,7 @@ class BrokerConnection(Driver[PulsarProtocol]):
         self.authentication = authentication
         self.on_unknown_send_error = on_unknown_send_error
         if authentication is not None:
-            auth_method_name, auth_data = authentication.method_name, authentication.auth_data()
+            auth_method_name, auth_data = authentication.method_name, self._credentials(authentication.auth_data)
         self.protocol = PulsarProtocol(
             proto.connect(client_version=client_version, auth_method_name=auth_method_name, auth_data=auth_data,
                           proxy_to_broker_url=proxy_to_broker_url, supports_auth_refresh=authentication is not None),
@@ -194,7 +196,14 @@ class BrokerConnection(Driver[PulsarProtocol]):
         auth = self.authentication
         if auth is None:
             raise AuthenticationError("the broker %s asks for credentials and this client has none" % self.name)
-        return proto.auth_response(auth.method_name, auth.auth_data())
+        return proto.auth_response(auth.method_name, self._credentials(auth.challenge_data))
+
+    def _credentials(self, fetch: Callable[[], bytes]) -> bytes:
+        """fetch() of the authentication: through run_blocking when it may block on network I/O (OAuth2)."""
+        if self.authentication is not None and self.authentication.blocking_io:
+            data: bytes = self.backend.run_blocking(fetch)
+            return data
+        return fetch()
 
     def _refresh_credentials(self) -> None:
         """The broker challenged a ready connection (its token expired): answer, or close."""

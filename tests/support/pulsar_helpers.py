@@ -175,3 +175,36 @@ def broker_frozen(broker, backend) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+ROUND_TRIP_WAIT = 20.0  # seconds: each message of a round trip on a broker of a test's own
+
+
+def patient_client(url, backend, **kwargs):
+    """A pulsarfast client for a broker of a test's own (operation timeout 30 s, connect 5 s), which
+    the caller closes."""
+    import pulsarfast  # (here: a run of the NSQ tests alone never imports it)
+
+    kwargs.setdefault("operation_timeout_seconds", 30)
+    kwargs.setdefault("connection_timeout_ms", 5000)
+    return pulsarfast.Client(url, backend=backend, **kwargs)
+
+
+def round_trip(client, topic, count=3, ordered=True):
+    """Send count messages and receive them all back, acknowledged, on a new subscription (in
+    order, unless the topic is partitioned: there the order holds per partition only); returns
+    (producer, consumer)."""
+    import pulsarfast
+
+    consumer = client.subscribe(topic, "sub", initial_position=pulsarfast.InitialPosition.Earliest)
+    producer = client.create_producer(topic)
+    sent = [b"m-%d" % i for i in range(count)]
+    for body in sent:
+        producer.send(body)
+    received = []
+    for _ in sent:
+        msg = consumer.receive(timeout_millis=int(ROUND_TRIP_WAIT * 1000))
+        received.append(msg.data())
+        consumer.acknowledge(msg)
+    assert (received if ordered else sorted(received)) == sent
+    return producer, consumer
