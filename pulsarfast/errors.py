@@ -220,6 +220,33 @@ class InvalidUrl(PulsarException):
     result = Result.InvalidUrl
 
 
+class ErrorResult:
+    """The official extension's ``_pulsar.Error``: a result code and its message, what its
+    asynchronous callbacks are given (read-only properties ``error`` and ``message``)."""
+
+    __slots__ = ("_error", "_message")
+
+    def __init__(self, error: Result, message: str = "") -> None:
+        self._error = error
+        self._message = message
+
+    @property
+    def error(self) -> Result:
+        return self._error
+
+    @property
+    def message(self) -> str:
+        return self._message
+
+    def __repr__(self) -> str:
+        return "<Error %s: %s>" % (self._error.name, self._message)
+
+
+class InvalidServiceUrl(InvalidUrl, ValueError):
+    """A service URL that ``Client()`` refuses: the official client raises ValueError there (with
+    these messages), pulsarfast did InvalidUrl; both ``except`` forms catch it."""
+
+
 class ServiceUnitNotReady(PulsarException):
     """The operation ended with Result.ServiceUnitNotReady."""
 
@@ -434,5 +461,6 @@ def result_of(error: BaseException | None) -> Result:
 
 EXCEPTION_NAMES = tuple(r.name for r in Result if r is not Result.Ok)
 
-__all__ = ["Result", "PulsarException", "ProtocolError", "ForkedError", "exception_for", "from_server_error",
+__all__ = ["Result", "PulsarException", "ProtocolError", "ForkedError", "InvalidServiceUrl", "ErrorResult", "exception_for",
+           "from_server_error",
            "result_of", *EXCEPTION_NAMES]

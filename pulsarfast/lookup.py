@@ -10,15 +10,29 @@ service URL's host and CONNECT names the broker. Lookups are requests on a
 connection to one of the service URL's hosts: the one that answered last,
 else the next ones in turn. A client on TLS takes the answers'
 ``brokerServiceUrlTls`` (a broker without one is a LookupError).
+
+With ``listener_name`` (Client's ``listener_name=``) each LOOKUP carries it
+as ``advertised_listener_name``: the broker answers with that listener's
+URLs (and, as Pulsar 4 brokers do, ``proxy_through_service_url``, so the
+socket still goes to the service URL's host while CONNECT names the
+listener's URL). A broker that refuses a lookup as not ready (its answer to a
+listener it does not advertise, or a bundle in transit) is asked again with
+backoff until the operation timeout, which then raises Timeout, as the
+official client does.
+
+``httplookup.HttpLookup`` is the same interface over the broker's HTTP API.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from msgengine.backoff import reconnect_delay
+from msgengine.runtime import monotonic
+
 from . import proto
 from .errors import LookupError as PulsarLookupError
-from .errors import PulsarException, TopicNotFound, from_server_error
+from .errors import PulsarException, ServiceUnitNotReady, Timeout, TopicNotFound, from_server_error
 from .pool import ConnectionPool
 from .topics import address_of
 
@@ -29,9 +43,10 @@ MAX_REDIRECTS = 20
 
 class Lookup:
     def __init__(self, pool: ConnectionPool, service_url: str, hosts: list[tuple[str, int]], timeout: float,
-                 use_tls: bool = False) -> None:
+                 use_tls: bool = False, listener_name: str | None = None) -> None:
         self.pool = pool
         self.use_tls = use_tls
+        self.listener_name = listener_name or None
         self.service_url = service_url
         self.hosts = hosts
         self.timeout = timeout
@@ -62,10 +77,26 @@ class Lookup:
         return answer.partitions
 
     def broker_for(self, topic: str) -> tuple[str, tuple[str, int], bool]:
+        """Where topic lives; a broker not ready to answer is asked again until the operation timeout."""
+        deadline = monotonic() + self.timeout
+        failures = 0
+        while True:
+            try:
+                return self._broker_for(topic)
+            except ServiceUnitNotReady as exc:
+                failures += 1
+                delay = reconnect_delay(failures, cap=1.0)
+                if monotonic() + delay >= deadline:
+                    raise Timeout("lookup of %s timed out: %s" % (topic, exc)) from None
+                logger.info("lookup of %s: %s; trying again in %.2fs", topic, exc, delay)
+                self.pool.backend.sleep(delay)
+
+    def _broker_for(self, topic: str) -> tuple[str, tuple[str, int], bool]:
         conn = self._service_connection()
         authoritative = False
+        listener = self.listener_name
         for _ in range(MAX_REDIRECTS):
-            answer = conn.request(lambda rid: proto.lookup(topic, rid, authoritative), self.timeout)
+            answer = conn.request(lambda rid: proto.lookup(topic, rid, authoritative, listener), self.timeout)
             if answer.response == proto.LOOKUP_FAILED or answer.response is None:
                 if answer.error is not None:
                     raise from_server_error(answer.error, answer.message or "lookup of %s failed" % topic)

@@ -2,9 +2,12 @@
 description of one cluster endpoint (what ``Client.get_service_info()``
 returns) and base class of Python-defined service discovery.
 
-pulsarfast connects to the one service URL it was given: a
-``ServiceInfoProvider`` (or ``AutoClusterFailover``) as ``Client``'s
-``service_url`` is refused with ``InvalidConfiguration``.
+A ``ServiceInfoProvider`` subclass (or an ``AutoClusterFailover``,
+``failover.py``) as ``Client``'s ``service_url``: the client starts on
+``initial_service_info()``, then calls ``initialize(on_service_info_update)``;
+each ``on_service_info_update(service_info)`` (from any thread) switches the
+client to that service (``discovery.py``), and ``Client.close()`` calls the
+provider's ``close()``.
 """
 from __future__ import annotations
 
@@ -61,6 +64,11 @@ class ServiceInfo:
     def tls_trust_certs_file_path(self) -> str | None:
         return self._tls_trust_certs_file_path
 
+    @property
+    def authentication(self) -> Authentication | None:
+        """The authentication used with this service (not in the official class: pulsarfast's client reads it)."""
+        return self._authentication
+
     def __repr__(self) -> str:
         return ("ServiceInfo(service_url=%r, use_tls=%r, tls_trust_certs_file_path=%r)"
                 % (self.service_url, self.use_tls, self.tls_trust_certs_file_path))
@@ -74,7 +82,7 @@ class ServiceInfo:
 
 class ServiceInfoProvider:
     """Base class of Python-defined service discovery and failover providers
-    (the official ``pulsar.ServiceInfoProvider``; pulsarfast's Client does not take one yet)."""
+    (the official ``pulsar.ServiceInfoProvider``)."""
 
     def initial_service_info(self) -> ServiceInfo:
         raise NotImplementedError

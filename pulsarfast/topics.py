@@ -4,17 +4,23 @@ A short topic name (``my-topic``) lives in ``persistent://public/default``;
 ``tenant/namespace/topic`` is persistent; a full name keeps its domain.
 Partitions of a partitioned topic are ``<topic>-partition-<n>``. Service
 URLs are ``pulsar://host[:port][,host[:port]...]`` (port 6650 by default),
-or ``pulsar+ssl://`` for TLS (port 6651 by default).
+``pulsar+ssl://`` for TLS (port 6651 by default), or the broker's HTTP
+service, ``http://`` (port 80) and ``https://`` (port 443), for lookups over
+its HTTP API (``httplookup.py``).
 """
 from __future__ import annotations
 
 import re
 
-from .errors import InvalidTopicName, InvalidUrl
+from .errors import InvalidServiceUrl, InvalidTopicName
 
 PARTITION_SUFFIX = "-partition-"
 DEFAULT_PORT = 6650
 DEFAULT_TLS_PORT = 6651
+#: each service URL scheme's default port
+DEFAULT_PORTS = {"pulsar": DEFAULT_PORT, "pulsar+ssl": DEFAULT_TLS_PORT, "http": 80, "https": 443}
+#: the schemes whose lookups go over the broker's HTTP API
+HTTP_SCHEMES = ("http", "https")
 _DOMAINS = ("persistent", "non-persistent")
 _NAME_PART = re.compile(r"^[-=:.\w]+$")
 
@@ -53,29 +59,34 @@ def partition_index(topic: str) -> int:
 
 
 def parse_service_url(url: str) -> tuple[str, list[tuple[str, int]]]:
-    """(scheme, [(host, port), ...]) of a service URL."""
+    """(scheme, [(host, port), ...]) of a service URL; InvalidServiceUrl (with the official client's
+    ValueError messages) when it is not one."""
     if not isinstance(url, str) or "://" not in url:
-        raise InvalidUrl("service URL must look like pulsar://host:6650, not %r" % (url,))
+        raise InvalidServiceUrl("The scheme part is missing: %s" % (url,))
     scheme, _, rest = url.strip().partition("://")
-    if scheme not in ("pulsar", "pulsar+ssl"):
-        raise InvalidUrl("service URL scheme must be pulsar:// (or pulsar+ssl://), not %r" % (url,))
+    if not scheme:
+        raise InvalidServiceUrl("Expected scheme name at index 0: %s" % (url,))
+    if scheme not in DEFAULT_PORTS:
+        raise InvalidServiceUrl("Invalid scheme: %s" % (scheme,))
     rest = rest.rstrip("/")
+    if not rest:
+        raise InvalidServiceUrl("No service url is provided yet")
     hosts = []
     for item in rest.split(","):
         item = item.strip()
         if not item:
-            raise InvalidUrl("empty host in service URL %r" % (url,))
+            raise InvalidServiceUrl("invalid hostname: %s" % (rest,))
         if item.startswith("["):  # [ipv6]:port
             host, _, tail = item[1:].partition("]")
             port_text = tail[1:] if tail.startswith(":") else ""
         else:
             host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
         try:
-            port = int(port_text) if port_text else (DEFAULT_TLS_PORT if scheme == "pulsar+ssl" else DEFAULT_PORT)
+            port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
         except ValueError:
-            raise InvalidUrl("bad port in service URL %r" % (url,)) from None
+            raise InvalidServiceUrl("invalid hostname: %s" % (item,)) from None
         if not host or not 0 < port < 65536:
-            raise InvalidUrl("bad host or port in service URL %r" % (url,))
+            raise InvalidServiceUrl("invalid hostname: %s (the port must be 1 to 65535)" % (item,))
         hosts.append((host, port))
     return scheme, hosts
 

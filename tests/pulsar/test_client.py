@@ -294,7 +294,7 @@ def test_full_send_queue_fails_fast_with_producer_queue_is_full(make_client, pri
 # ----------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:6650", "127.0.0.1:6650", "pulsar://", "pulsar://host:port",
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:6650", "127.0.0.1:6650", "pulsar://", "pulsar://host:port",
                                  "pulsar://host:0", "pulsar://a:6650,,b:6650", ""])
 def test_invalid_service_url_raises_invalid_url(url, backend):
     with pytest.raises(pulsar.InvalidUrl) as info:

@@ -75,3 +75,14 @@ def test_subscribe_arguments_are_type_checked_as_the_official_client_does(kwargs
     official_refusal, ours = _both(lambda lib, client: client.subscribe(**arguments))
     assert official_refusal[0] == "ValueError"
     assert ours == official_refusal
+
+
+@pytest.mark.parametrize("url", ["localhost:6650", "ftp://h:1", "pulsar://", "pulsar://h:notaport", "://x"])
+def test_bad_service_urls_raise_the_official_value_error(url):
+    needs_official()
+    with pytest.raises(ValueError) as theirs:
+        official.Client(url, logger=OFFICIAL_LOGGER)
+    with pytest.raises(ValueError) as ours:
+        pulsarfast.Client(url)
+    assert str(ours.value) == str(theirs.value)
+    assert isinstance(ours.value, pulsarfast.InvalidUrl)  # (what pulsarfast raised before: both forms catch it)

@@ -229,7 +229,7 @@ def test_service_urls_with_several_hosts():
         "pulsar", [("h1", 6651), ("h2", 6650), ("::1", 7000)])
 
 
-@pytest.mark.parametrize("bad", ["localhost:6650", "http://h:1", "pulsar://", "pulsar://h:notaport", "pulsar://h:0"])
+@pytest.mark.parametrize("bad", ["localhost:6650", "ftp://h:1", "pulsar://", "pulsar://h:notaport", "pulsar://h:0"])
 def test_bad_service_urls_are_refused(bad):
     with pytest.raises(pulsar.InvalidUrl):
         topics.parse_service_url(bad)
