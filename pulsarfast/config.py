@@ -33,17 +33,20 @@ from typing import Any, Callable, Mapping, TypeVar
 from msgengine.runtime import BackendSetting
 
 from .auth import Authentication
+from .batchreceive import DEFAULT as DEFAULT_BATCH_RECEIVE, ConsumerBatchReceivePolicy, batch_receive_policy_arg
 from .compression import Codec, codec_for
 from .deadletter import ConsumerDeadLetterPolicy
-from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
+from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode, ProducerAccessMode
 from .errors import InvalidConfiguration
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
+from .keyshared import ConsumerKeySharedPolicy, key_shared_policy_arg
 from .logger import logger_arg
 from .message import Message, MessageId
 from .position import StartPosition, is_earliest, is_latest
-from .service import ServiceInfoProvider
-from .tls import make_client_context
-from .topics import full_topic_name, parse_service_url
+from .endpoint import Endpoint, TlsOptions, make_endpoint
+from .failover import AutoClusterFailover
+from .service import ServiceInfo, ServiceInfoProvider
+from .topics import full_topic_name
 
 #: a check: (argument name, value) -> the value to keep; raises when the value is wrong
 Check = Callable[[str, Any], Any]
@@ -176,15 +179,36 @@ def str_arg(name: str, value: Any) -> str:
     return value
 
 
-def service_url_arg(_name: str, value: Any) -> str:
-    """Check: Client's service_url, a str (parse_service_url says whether it is a service URL); a
-    ServiceInfoProvider is what pulsarfast does not do yet."""
-    if isinstance(value, ServiceInfoProvider):
-        raise InvalidConfiguration("a ServiceInfoProvider as service_url is not supported by pulsarfast yet")
+def service_url_arg(_name: str, value: Any) -> Any:
+    """Check: Client's service_url, a str (parse_service_url says whether it is a service URL), an
+    AutoClusterFailover or a ServiceInfoProvider."""
+    if isinstance(value, (AutoClusterFailover, ServiceInfoProvider)):
+        return value
     if not isinstance(value, str):
         raise ValueError("Argument service_url is expected to be of type 'str', 'AutoClusterFailover' or "
                          "'ServiceInfoProvider'")
     return value
+
+
+def initial_service_info(service_url: Any, authentication: Any, trust_file: str | None) -> ServiceInfo | None:
+    """The ServiceInfo a Client given an AutoClusterFailover (its primary) or a ServiceInfoProvider (its
+    initial_service_info()) starts on; None for a str. Authentication and a trust file go on each
+    ServiceInfo then (ValueError otherwise, as there)."""
+    if not isinstance(service_url, (AutoClusterFailover, ServiceInfoProvider)):
+        return None
+    if authentication is not None:
+        raise ValueError("Argument authentication is not supported when service_url is an AutoClusterFailover or "
+                         "ServiceInfoProvider; set authentication on each ServiceInfo instead")
+    if trust_file is not None:
+        raise ValueError("Argument tls_trust_certs_file_path is not supported when service_url is an "
+                         "AutoClusterFailover or ServiceInfoProvider; set tls_trust_certs_file_path on each "
+                         "ServiceInfo instead")
+    if isinstance(service_url, AutoClusterFailover):
+        return service_url.primary
+    initial = service_url.initial_service_info()
+    if not isinstance(initial, ServiceInfo):
+        raise ValueError("Expected a pulsar.ServiceInfo or _pulsar.ServiceInfo instance")
+    return initial
 
 
 def message_id_arg(name: str, value: Any) -> MessageId:
@@ -252,10 +276,12 @@ def hashing_scheme_arg(name: str, value: Any) -> str:
     return str(scheme)
 
 
-def access_mode_arg(_name: str, value: Any) -> Any:
-    """Check: no access mode, or Shared (the only one pulsarfast has yet)."""
-    if value is not None and getattr(value, "name", value) not in ("Shared", 0):
-        raise InvalidConfiguration("producer access modes other than Shared are not supported by pulsarfast yet")
+def access_mode_arg(name: str, value: Any) -> ProducerAccessMode:
+    """Check: a ``ProducerAccessMode`` (the official client refuses anything else, None and its int
+    values too, with this ValueError)."""
+    if not isinstance(value, ProducerAccessMode):
+        raise ValueError("Argument %s is expected to be of type 'ProducerAccessMode' and not '%s'"
+                         % (name, type(value).__name__))
     return value
 
 
@@ -305,7 +331,8 @@ class ClientSettings(Settings):
     """``Client(...)``'s arguments (the official client's, then pulsarfast's
     ``backend`` and ``keep_alive_interval_seconds``)."""
 
-    service_url: str = option(check=service_url_arg)
+    #: a str, an AutoClusterFailover or a ServiceInfoProvider
+    service_url: Any = option(check=service_url_arg)
     authentication: Authentication | None = option(None, authentication_arg)
     operation_timeout_seconds: int = option(30, integer(1))
     io_threads: int = option(1, of_type(int, "int"))
@@ -328,9 +355,13 @@ class ClientSettings(Settings):
     keep_alive_interval_seconds: int = option(30, integer(1))
 
     # derived
+    #: the service used first: service_url's, or the provider's initial ServiceInfo's (endpoint.py)
+    endpoint: Endpoint = dataclasses.field(init=False, repr=False, compare=False)
+    #: what every endpoint's TLS context is made with
+    tls_options: TlsOptions = dataclasses.field(init=False, repr=False)
     scheme: str = dataclasses.field(init=False)
     hosts: list[tuple[str, int]] = dataclasses.field(init=False)
-    #: connections use TLS: a pulsar+ssl:// URL, or use_tls
+    #: connections use TLS: a pulsar+ssl:// or https:// URL, or use_tls
     tls: bool = dataclasses.field(init=False)
     #: what every TLS connection of the client uses (None without TLS); its files are loaded here
     ssl_context: ssl.SSLContext | None = dataclasses.field(init=False, repr=False, compare=False)
@@ -339,22 +370,20 @@ class ClientSettings(Settings):
     keep_alive: float = dataclasses.field(init=False)
 
     def _derive(self) -> None:
-        scheme, hosts = parse_service_url(self.service_url)
-        self._set("scheme", scheme)
-        self._set("hosts", hosts)
-        tls = scheme == "pulsar+ssl" or self.use_tls
-        self._set("tls", tls)
-        auth = self.authentication
-        client_certificate = auth.client_certificate() if auth is not None else None
-        context = None
-        if tls:
-            certificate_file, key_file = client_certificate or (self.tls_certificate_file_path,
-                                                                self.tls_private_key_file_path)
-            context = make_client_context(self.tls_trust_certs_file_path, self.tls_allow_insecure_connection,
-                                          self.tls_validate_hostname, certificate_file, key_file)
-        elif client_certificate is not None:
-            raise InvalidConfiguration("AuthenticationTLS needs a pulsar+ssl:// service URL (or use_tls=True)")
-        self._set("ssl_context", context)
+        options = TlsOptions(self.use_tls, self.tls_allow_insecure_connection, self.tls_validate_hostname,
+                             self.tls_certificate_file_path, self.tls_private_key_file_path)
+        self._set("tls_options", options)
+        initial = initial_service_info(self.service_url, self.authentication, self.tls_trust_certs_file_path)
+        if initial is None:
+            endpoint = make_endpoint(self.service_url, self.authentication, self.tls_trust_certs_file_path, options)
+        else:
+            endpoint = make_endpoint(initial.service_url, initial.authentication, initial.tls_trust_certs_file_path,
+                                     options)
+        self._set("endpoint", endpoint)
+        self._set("scheme", endpoint.scheme)
+        self._set("hosts", endpoint.hosts)
+        self._set("tls", endpoint.tls)
+        self._set("ssl_context", endpoint.ssl_context)
         self._set("operation_timeout", float(self.operation_timeout_seconds))
         self._set("connect_timeout", self.connection_timeout_ms / 1000.0)
         self._set("keep_alive", float(self.keep_alive_interval_seconds))
@@ -386,7 +415,8 @@ class ProducerSettings(Settings):
     batching_type: Any = option(None)
     encryption_key: str | None = option(None, unsupported(NO_ENCRYPTION))
     crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
-    access_mode: Any = option(None, access_mode_arg)
+    #: Shared, or one of the exclusive modes (what the PRODUCER command asks for; see producer.py)
+    access_mode: ProducerAccessMode = option(ProducerAccessMode.Shared, access_mode_arg)
     #: message_router(message, partitions) -> the partition's index
     message_router: Any = option(None)
     hashing_scheme: str = option(DEFAULT_HASHING_SCHEME, hashing_scheme_arg)
@@ -450,10 +480,10 @@ class ConsumerSettings(Settings):
     max_pending_chunked_message: int = option(10)
     auto_ack_oldest_chunked_message_on_queue_full: bool = option(False)
     start_message_id_inclusive: bool = option(False, truth)
-    batch_receive_policy: Any = option(None)
-    key_shared_policy: Any = option(None, unsupported(
-        "key_shared_policy is not supported by pulsarfast yet (KeyShared uses AutoSplit)"))
-    batch_index_ack_enabled: bool = option(False)
+    batch_receive_policy: ConsumerBatchReceivePolicy | None = option(None, batch_receive_policy_arg)
+    #: (on a KeyShared subscription; ignored on the others, as by the official client)
+    key_shared_policy: ConsumerKeySharedPolicy | None = option(None, key_shared_policy_arg)
+    batch_index_ack_enabled: bool = option(False, boolean)
     regex_subscription_mode: Any = option(None)
     dead_letter_policy: ConsumerDeadLetterPolicy | None = option(None, dead_letter_policy_arg)
     crypto_failure_action: Any = option(None)
@@ -481,6 +511,8 @@ class ConsumerSettings(Settings):
     metadata: dict[str, str] = dataclasses.field(init=False)
     #: where a non-durable subscription starts (None: a durable one's, where the broker says)
     start_position: StartPosition | None = dataclasses.field(init=False, compare=False)
+    #: what one batch_receive() returns at most (the policy given or the default, its count capped)
+    batch_receive: ConsumerBatchReceivePolicy = dataclasses.field(init=False, compare=False)
 
     def _derive(self) -> None:
         topic = self.topic
@@ -498,6 +530,7 @@ class ConsumerSettings(Settings):
         start = self.start_message_id
         self._set("start_position", StartPosition(start, self.start_message_id_inclusive)
                   if start is not None else None)
+        self._set("batch_receive", (self.batch_receive_policy or DEFAULT_BATCH_RECEIVE).capped(self.queue_size))
 
     def receive_budget(self, partitions: int) -> int:
         """The messages the consumer may hold unread over its topics and partitions."""

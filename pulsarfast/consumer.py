@@ -47,7 +47,14 @@ C++ library's default) leave in one ACK command, and any still grouped go
 before the consumer closes or, after a reconnect, right after the new
 subscribe (0 sends each at once).
 A message of a batch is acknowledged on the broker once every message of
-the batch is (the broker knows whole entries). Negative acks are sent as one
+the batch is (the broker knows whole entries). With ``batch_index_ack_enabled``
+(and the broker's ``acknowledgmentAtBatchIndexLevelEnabled``) each
+acknowledgement of a batch's message before its last also goes, with the
+entry's ack set: a bit set (int64 words) of the indexes still not
+acknowledged (``message.index_words``); a cumulative one inside a batch
+sends the indexes after it. Whatever the option, a batch the broker
+delivers with an ack set (CommandMessage's, looked for only when the
+command's bytes may hold its tag) leaves out the messages whose bit is clear. Negative acks are sent as one
 redelivery request per partition when their delay has passed. When the
 broker closes the consumer or the connection dies, the client's supervisor
 subscribes again and grants permits afresh; messages of the earlier
@@ -57,6 +64,13 @@ client does). So are they, their permits given back, when everything not
 acknowledged is asked for again (``redeliver_unacknowledged_messages``, and
 any redelivery on an Exclusive or Failover subscription, where the broker
 rewinds to the first message not acknowledged).
+
+``batch_receive()`` takes messages from the same queue as ``receive()``, one at a
+time, until the ``batch_receive_policy`` (batchreceive.py) says the batch is
+complete; a message that would take it past its bytes goes back to the front
+of the queue. A KeyShared subscription's SUBSCRIBE carries its
+``key_shared_policy`` (keyshared.py): the mode, a Sticky consumer's hash
+ranges and ``allow_out_of_order_delivery``.
 
 Delivery controls. With ``unacked_messages_timeout_ms`` or a
 ``dead_letter_policy``, each TopicConsumer has a ``redelivery`` object
@@ -98,6 +112,7 @@ import os
 import queue as _queue
 import signal
 import threading
+import weakref
 from typing import Any, Callable, TypedDict
 
 from msgengine.flow import FlowControl, LinkCredit
@@ -122,7 +137,7 @@ from .errors import (
     Timeout,
 )
 from .link import SessionLink
-from .message import BatchDelivery, Message, MessageId, batch_messages
+from .message import BatchDelivery, Message, MessageId, batch_messages, index_words
 from .owner import Owner
 from .position import StartPosition, is_earliest, is_latest
 from .redelivery import PartitionRedelivery, Redelivery
@@ -259,6 +274,18 @@ class _ConsumerLink(SessionLink):
         return proto.close_consumer(self.consumer.consumer_id, request_id)
 
 
+def _key_shared_arguments(settings: ConsumerSettings) -> dict[str, Any]:
+    """proto.subscribe's KeySharedMeta arguments: none but on a KeyShared subscription, where the
+    key_shared_policy (default: AutoSplit, in order) says the mode, the sticky ranges and the order."""
+    if settings.consumer_type != ConsumerType.KeyShared:
+        return {}
+    policy = settings.key_shared_policy
+    if policy is None:
+        return {"key_shared_mode": proto.KEY_SHARED_AUTO_SPLIT}
+    return {"key_shared_mode": int(policy.key_shared_mode), "hash_ranges": policy.hash_ranges(),
+            "allow_out_of_order": policy.allow_out_of_order_delivery}
+
+
 def _entry_messages(event: Any) -> int:
     """How many permits the broker counted for a MESSAGE frame's entry: a batch's messages, as the
     int32 it parses (a larger count is not one it used), else one."""
@@ -277,7 +304,8 @@ class TopicConsumer:
         self.partition = partition
         self.consumer_id = self.client.new_consumer_id()
         self.credit = LinkCredit(self.consumer_id, max_credit=1 << 30)
-        self._lock = self.client.backend.lock()
+        self.backend = self.client.backend
+        self._lock = self.backend.lock()
         self._link: _ConsumerLink | None = None
         self._linked = self.client.backend.event()  # (set while subscribed: seek and queries wait for it)
         self._read_since_flow = 0
@@ -311,6 +339,8 @@ class TopicConsumer:
         self.acknowledged_cumulative = 0
         #: False for a reader's subscription: it resumes after the last message handed out
         self.durable = self.settings.durable
+        #: acknowledging some messages of a batch tells the broker which (an ACK with an ack set)
+        self._batch_index_ack = self.settings.batch_index_ack_enabled
         #: where a non-durable subscription (re)starts, and what delivered before it is dropped
         #: (a reader's start, then its last message handed out; a seek's target)
         self.start: StartPosition | None = self.settings.start_position
@@ -340,8 +370,7 @@ class TopicConsumer:
                 consumer_name=settings.consumer_name, initial_position=int(settings.initial_position),
                 read_compacted=settings.is_read_compacted, metadata=settings.metadata,
                 replicate_subscription_state=settings.replicate_subscription_state_enabled,
-                key_shared_mode=0 if settings.consumer_type == ConsumerType.KeyShared else None,
-                durable=self.durable, start_message_id=start_id,
+                durable=self.durable, start_message_id=start_id, **_key_shared_arguments(settings),
             ), self.client.operation_timeout)
         except BaseException:
             conn.unregister_consumer(self.consumer_id, link)
@@ -607,7 +636,30 @@ class TopicConsumer:
             (publish_time, redelivery_count, producer_name, schema_version, event_time, sequence_id))
         if skipped:
             self._skip_unread(skipped)
+        if b"\x20" in event.command:  # (0x20: CommandMessage.ack_set's tag, maybe: a batch acknowledged in part)
+            messages = self._drop_acknowledged(event.command, messages)
         return messages
+
+    def _drop_acknowledged(self, command: bytes, messages: list[Message]) -> list[Message]:
+        """A batch the broker delivers with an ack set (some of its messages were acknowledged by
+        index): those whose bit is clear are not delivered again (the broker did not count them)."""
+        try:
+            ack_set = proto.decode_command(command)[1].ack_set
+        except (ProtocolError, AttributeError):
+            return messages
+        if not ack_set or not messages:
+            return messages
+        kept = []
+        delivery = messages[0].message_id().batch
+        for message in messages:
+            index = message.message_id().batch_index()
+            word = index >> 6
+            if word < len(ack_set) and ack_set[word] >> (index & 63) & 1:
+                kept.append(message)
+            elif delivery is not None:
+                delivery.waiting.discard(index)  # (acknowledged already: the entry waits for the others only)
+        self._permits_used -= len(messages) - len(kept)
+        return kept
 
     # -- acknowledging --------------------------------------------------------------------
 
@@ -623,10 +675,22 @@ class TopicConsumer:
                              self.topic, message_id)
                 return
             if not batch.acknowledge(index):
+                if self._batch_index_ack:
+                    self._ack_batch_index(message_id, batch)
                 return
         if self.redelivery is not None:
             self.redelivery.acknowledged(message_id.entry_key())
         self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
+
+    def _ack_batch_index(self, message_id: MessageId, batch: BatchDelivery) -> None:
+        """A message of a batch acknowledged, not its last one (batch_index_ack_enabled): the broker
+        hears which messages of the entry are still not acknowledged."""
+        words = batch.unacknowledged_words()
+        if words is None:
+            return  # (withdrawn: the new delivery acknowledges the entry)
+        ledger, entry = message_id.entry_key()
+        self._send_ack(proto.ACK_INDIVIDUAL, proto.message_id_ack_set(
+            ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1), self.partition, words))
 
     def ack_entry(self, entry: tuple[int, int]) -> None:
         """Acknowledge a whole entry (every message of a batch) on the broker."""
@@ -645,6 +709,13 @@ class TopicConsumer:
         index = message_id.batch_index()
         ledger, entry = message_id.entry_key()
         if index >= 0 and index < message_id.batch_size() - 1:
+            if self._batch_index_ack:  # (the broker hears of this batch's messages up to this one too)
+                if self.redelivery is not None and entry > 0:
+                    self.redelivery.acknowledged_until((ledger, entry - 1))
+                self._send_ack(proto.ACK_CUMULATIVE, proto.message_id_ack_set(
+                    ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1), self.partition,
+                    index_words(range(index + 1, message_id.batch_size()))))
+                return
             # not the batch's last message: everything before this batch is acknowledged
             if entry == 0:
                 return
@@ -673,7 +744,7 @@ class TopicConsumer:
 
     def _acks_due(self) -> None:
         """The grouping interval's timer (which must not block): the acks go in a task."""
-        self.client.backend.spawn(self.send_acks)
+        self.backend.spawn(self.send_acks)  # (the backend: a dropped client is gone from self.client)
 
     def send_acks(self) -> None:
         """Send the grouped individual acknowledgements, in one ACK command per
@@ -843,35 +914,41 @@ class _NegativeAcks:
     """Entries to redeliver once their delay has passed, sent per partition in one request."""
 
     def __init__(self, owner: "Consumer", delay: float) -> None:
-        self.owner = owner
+        # (held weakly: its timer must not keep a consumer dropped with its client alive)
+        self.owner = weakref.proxy(owner)
+        self.backend = owner.client.backend
         self.delay = delay
         self._due: dict[tuple[TopicConsumer, int, int], float] = {}
-        self._lock = owner.client.backend.lock()
+        self._lock = self.backend.lock()
         self._timer: Any = None
 
     def add(self, consumer: TopicConsumer, ledger: int, entry: int) -> None:
         with self._lock:
             self._due[(consumer, ledger, entry)] = monotonic() + self.delay
             if self._timer is None:
-                self._timer = self.owner.client.backend.call_later(self._tick_every(), self._tick)
+                self._timer = self.backend.call_later(self._tick_every(), self._tick)
 
     def _tick_every(self) -> float:
         return max(0.05, min(self.delay / 3, 1.0)) if self.delay > 0 else 0.05
 
     def _tick(self) -> None:
-        self.owner.client.backend.spawn(self._send_due)
+        self.backend.spawn(self._send_due)
 
     def _send_due(self) -> None:
         now = monotonic()
         by_consumer: dict[TopicConsumer, list[tuple[int, int]]] = collections.defaultdict(list)
+        try:
+            open_ = not self.owner.closed
+        except ReferenceError:  # (the consumer was dropped with its client: nothing to ask for)
+            return
         with self._lock:
             self._timer = None
             for key, due in list(self._due.items()):
                 if due <= now:
                     del self._due[key]
                     by_consumer[key[0]].append((key[1], key[2]))
-            if self._due and not self.owner.closed:
-                self._timer = self.owner.client.backend.call_later(self._tick_every(), self._tick)
+            if self._due and open_:
+                self._timer = self.backend.call_later(self._tick_every(), self._tick)
         for consumer, entries in by_consumer.items():
             consumer.redeliver(entries)
 
@@ -885,7 +962,7 @@ class _NegativeAcks:
     def forget_after_fork(self) -> None:
         """In a forked child: the entries due are the parent's (its lock may have been held by a
         thread that is not in the child, and a gevent timer survives the fork)."""
-        self._lock = self.owner.client.backend.lock()
+        self._lock = self.backend.lock()
         timer, self._timer = self._timer, None
         self._due = {}
         if timer is not None:
@@ -893,6 +970,24 @@ class _NegativeAcks:
                 timer.cancel()
             except Exception:  # pragma: no cover - a timer of the parent's scheduler thread
                 pass
+
+
+def _run_listener(ref: "weakref.ref[Consumer]", queue: Any, running: Any) -> None:
+    """The message listener's task. It waits on the consumer's queue (and, paused, on its running
+    event) without holding the consumer, which it holds only to hand out what it took
+    (``listen_once``): a consumer dropped with its client, never closed, is then collected, and
+    the task ends at its next round."""
+    while True:
+        item = None
+        if running.wait(OWED_RELEASE_SECONDS):  # (not paused; close sets it too)
+            try:
+                item = queue.get(timeout=OWED_RELEASE_SECONDS)
+            except _queue.Empty:
+                pass
+        consumer = ref()
+        if consumer is None or not consumer.listen_once(item):
+            return
+        del consumer
 
 
 class Consumer:
@@ -914,6 +1009,8 @@ class Consumer:
         self._usable = True
         #: started in a process this one forked from (every call raises ForkedError)
         self._forked = False
+        #: what this consumer keeps alive for its user (its Client, which hands its parts itself weakly)
+        self.keep_alive: object = None
         self._topics: list[TopicConsumer] = []
         #: (keyed by topic names; looked up with a message id's topic, None for an id built by hand)
         self._by_topic: dict[str | None, TopicConsumer] = {}
@@ -932,7 +1029,8 @@ class Consumer:
     # -- set-up (by the client) -------------------------------------------------------------
 
     def add_topic(self, topic: str, partition: int) -> TopicConsumer:
-        consumer = TopicConsumer(self, topic, partition)
+        # (held weakly: the connection holds the TopicConsumer, and must not keep this consumer alive)
+        consumer = TopicConsumer(weakref.proxy(self), topic, partition)
         self._topics.append(consumer)
         self._by_topic[topic] = consumer
         self._flow.add_link(consumer.credit)
@@ -952,7 +1050,8 @@ class Consumer:
         if self.redelivery is not None:
             self.redelivery.start()
         if self._listener is not None:
-            self._listener_task = self.backend.spawn(self._run_listener)
+            self._listener_task = self.backend.spawn(_run_listener, weakref.ref(self), self._queue,
+                                                     self._listener_running)
 
     # -- delivery (on connection reading tasks) ------------------------------------------------
 
@@ -1042,21 +1141,110 @@ class Consumer:
                     for topic_consumer in self._topics:
                         topic_consumer.release_owed()
                     continue
-                if item is _CLOSED:
-                    self._queue.put(_CLOSED)  # (wakes the next waiter too)
+                if self._accept(item) is _CLOSED:
                     return _CLOSED
-                if item is _WAKE:
-                    continue  # (a signal: its handler runs now, on this thread)
-                consumer, epoch, messages = item
-                if epoch == consumer.epoch:
-                    ready.extend(zip(itertools.repeat(consumer, len(messages)),
-                                     itertools.repeat(epoch, len(messages)), messages))
-                else:  # (a batch of an earlier epoch, dropped whole)
-                    consumer.dropped(epoch, len(messages))
                 continue
             handed = self._hand_out(consumer, epoch, message)
             if handed is not None:
                 return handed
+
+    def _accept(self, item: Any) -> Any:
+        """An item taken from the queue: a batch joins the ready messages (None), _CLOSED stays
+        in the queue for the next waiter too (returned), and _WAKE (a signal: its handler runs
+        now, on this thread) is nothing."""
+        if item is _CLOSED:
+            self._queue.put(_CLOSED)
+            return _CLOSED
+        if item is not _WAKE:
+            consumer, epoch, messages = item
+            if epoch == consumer.epoch:
+                self._ready.extend(zip(itertools.repeat(consumer, len(messages)),
+                                       itertools.repeat(epoch, len(messages)), messages))
+            else:  # (a batch of an earlier epoch, dropped whole)
+                consumer.dropped(epoch, len(messages))
+        return None
+
+    def batch_receive(self) -> list[Message]:
+        """The messages that arrived, as one list, within the ``batch_receive_policy`` (batchreceive.py):
+        up to its count or its bytes, or what came within its timeout (maybe nothing: []). Ctrl-C
+        while waiting raises ``ReceiveInterrupted``, as receive() does."""
+        try:
+            return self._batch_receive_waiting()
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, ReceiveInterrupted):
+                raise
+            raise ReceiveInterrupted("Pulsar error: Interrupted") from exc
+
+    @from_any_thread()
+    def _batch_receive_waiting(self) -> list[Message]:
+        self._check_open()
+        policy = self.settings.batch_receive
+        max_count, max_bytes, timeout_ms = policy.max_num_message, policy.max_num_bytes, policy.timeout_ms
+        deadline = monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
+        if self._listener is not None:
+            # (the listener takes every message: as with the official client, the batch stays empty
+            # until its timeout; without one it does not wait)
+            if deadline is not None:
+                self.backend.sleep(timeout_ms / 1000.0)
+            return []
+        waiting = self._queue
+        armed = self._wake_on_signals and threading.current_thread() is threading.main_thread() \
+            and _signal_wake.enter(waiting)
+        try:
+            return self._collect_batch(max_count, max_bytes, deadline)
+        finally:
+            if armed:
+                _signal_wake.leave(waiting)
+
+    def _collect_batch(self, max_count: int, max_bytes: int, deadline: float | None) -> list[Message]:
+        batch: list[Message] = []
+        size = 0
+        ready = self._ready
+        while max_count <= 0 or len(batch) < max_count:
+            try:
+                item = ready.popleft()
+            except IndexError:
+                if not self._wait_batch(deadline):
+                    break
+                continue
+            length = len(item[2].data())
+            if batch and 0 < max_bytes < size + length:
+                ready.appendleft(item)  # (not handed out: the next call's first message)
+                break
+            handed = self._hand_out(*item)
+            if handed is None:
+                continue
+            batch.append(handed)
+            size += length
+            if 0 < max_bytes <= size:
+                break
+        return batch
+
+    def _wait_batch(self, deadline: float | None) -> bool:
+        """batch_receive() has nothing ready: wait for the next arrived batch and make its messages
+        ready. False: the deadline passed (a batch already queued is still taken at the deadline)."""
+        wait = OWED_RELEASE_SECONDS if deadline is None else min(OWED_RELEASE_SECONDS,
+                                                                 max(0.0, deadline - monotonic()))
+        try:
+            item = self._queue.get(timeout=wait)
+        except _queue.Empty:
+            if deadline is not None and monotonic() >= deadline:
+                return False
+            for topic_consumer in self._topics:
+                topic_consumer.release_owed()
+            return True
+        if item is _CLOSED:
+            self._queue.put(_CLOSED)  # (wakes the next waiter too)
+            raise AlreadyClosed("consumer closed")
+        if item is _WAKE:
+            return True  # (a signal: its handler runs now, on this thread)
+        consumer, epoch, messages = item
+        if epoch == consumer.epoch:
+            self._ready.extend(zip(itertools.repeat(consumer, len(messages)), itertools.repeat(epoch, len(messages)),
+                                   messages))
+        else:
+            consumer.dropped(epoch, len(messages))
+        return True
 
     @staticmethod
     def _hand_out(consumer: TopicConsumer, epoch: int, message: Message) -> Message | None:
@@ -1073,25 +1261,32 @@ class Consumer:
             return None  # (its entry was asked for again: the new copy is delivered instead)
         return message
 
-    def _run_listener(self) -> None:
+    def listen_once(self, item: Any) -> bool:
+        """One round of the listener task, with what it took from the queue (None: nothing came for
+        OWED_RELEASE_SECONDS): a batch joins the ready messages, which go to the listener one by one
+        (held while paused); False once closed."""
         listener = self._listener
         running = self._listener_running
         assert listener is not None and running is not None
-        take = self._take
-        while True:
-            if not running.is_set():
-                running.wait()  # (paused; close sets it too)
-            message = take(None)
-            if message is _CLOSED:
-                return
-            if not running.is_set():  # (paused while waiting: the message waits for the resume)
+        if item is None:  # (what _take does after each quiet OWED_RELEASE_SECONDS)
+            for topic_consumer in self._topics:
+                topic_consumer.release_owed()
+        elif self._accept(item) is _CLOSED:
+            return False
+        ready = self._ready
+        while ready and not self.closed:
+            if not running.is_set():  # (paused: the ready messages wait for the resume; close sets it)
                 running.wait()
-                if self.closed:
-                    return
+                continue
+            consumer, epoch, message = ready.popleft()
+            handed = self._hand_out(consumer, epoch, message)
+            if handed is None:
+                continue
             try:
-                listener(self, message)
+                listener(self, handed)
             except Exception:
                 logger.exception("[%s] message_listener raised", self.settings.label)
+        return not self.closed
 
     def _multi_topic(self) -> bool:
         """More than one topic, or a partitioned one: the official client's multi-topics consumer."""
@@ -1301,6 +1496,12 @@ class Consumer:
         self._queue.put(_CLOSED)
         self._wake_listener()
         self.client.consumer_closed(self)
+
+    def join_listener(self, timeout: float) -> None:
+        """Closed: wait, at most timeout, for the listener task to end (a call under way finishes)."""
+        task = self._listener_task
+        if task is not None:
+            task.join(timeout)
 
     def _wake_listener(self) -> None:
         """Closed: a paused listener task ends."""

@@ -24,9 +24,16 @@ failing rather than waiting when its queue is full), and, with
 ``initial_subscription_name``, the broker creates that subscription on the
 dead-letter topic as the producer is created, so that nothing sent there is
 lost before someone subscribes.
+
+Order. The entries go to the dead-letter topic in the order they are handed
+over (the order the consumer received them in): one task sends them, one
+entry after the other, through one producer per dead-letter topic. (A task
+per entry raced for the producer being made, and the first to wake after it
+was made sent first: ``hello-4`` could reach the topic before ``hello-1``.)
 """
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Any, Protocol
 
@@ -125,15 +132,39 @@ class DeadLetters:
         self._producers: dict[str, SendingProducer] = {}
         self._creating: dict[str, Any] = {}  # topic -> event set once its producer is made (or failed)
         self._closed = False
+        #: entries handed over and not sent yet, in order; one task (while _sending) sends them
+        self._pending: collections.deque[tuple[DeadLetterOrigin, tuple[int, int], list[Message]]] = \
+            collections.deque()
+        self._sending = False
 
     def topic_for(self, topic: str) -> str:
         """The dead-letter topic of messages consumed from topic (a topic or a partition)."""
         return self._topic or "%s-%s%s" % (topic, self.subscription, DLQ_SUFFIX)
 
     def send(self, partition: DeadLetterOrigin, entry: tuple[int, int], messages: list[Message]) -> None:
-        """Move the messages of one entry to the dead-letter topic (in a task of its own);
-        partition hears of the outcome: dead_lettered(entry) or dead_letter_failed(entry)."""
-        self.backend.spawn(self._send, partition, entry, messages)
+        """Move the messages of one entry to the dead-letter topic, after those handed over before
+        (in the sending task); partition hears of the outcome: dead_lettered(entry) or
+        dead_letter_failed(entry)."""
+        with self._lock:
+            self._pending.append((partition, entry, messages))
+            if self._sending:
+                return
+            self._sending = True
+        self.backend.spawn(self._send_pending)
+
+    def _send_pending(self) -> None:
+        """The sending task: the entries handed over, in order, until none is left."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._sending = False
+                    return
+                partition, entry, messages = self._pending.popleft()
+            try:
+                self._send(partition, entry, messages)
+            except Exception:  # (never leave the entries after it unsent)
+                logger.exception("[%s] sending entry %s to the dead-letter topic", partition.topic, entry)
+                partition.dead_letter_failed(entry)
 
     def _send(self, partition: DeadLetterOrigin, entry: tuple[int, int], messages: list[Message]) -> None:
         topic = self.topic_for(partition.topic)
@@ -172,6 +203,7 @@ class DeadLetters:
         try:
             producer = self.client.create_producer(topic, block_if_queue_full=False, batching_enabled=False,
                                                    initial_subscription_name=self._initial_subscription)
+            producer.keep_alive = None  # (the consumer's part: it must not keep a dropped client alive)
             with self._lock:
                 closed = self._closed
                 if not closed:

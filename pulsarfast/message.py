@@ -160,6 +160,26 @@ class BatchDelivery:
         self.withdrawn = True
         self.waiting.clear()
 
+    def unacknowledged_words(self) -> list[int] | None:
+        """The messages of the batch not acknowledged yet, as an ACK's ack set (``index_words``);
+        None when the delivery was withdrawn or nothing waits."""
+        waiting = list(self.waiting)  # (one step under the GIL: a copy while others acknowledge)
+        if self.withdrawn or not waiting:
+            return None
+        return index_words(waiting)
+
+
+def index_words(indexes: Any) -> list[int]:
+    """A bit set of batch indexes as the int64 words of an ack set (Java's ``BitSet.toLongArray``:
+    index i is bit i % 64 of word i // 64, signed; no trailing zero words)."""
+    words: list[int] = []
+    for index in indexes:
+        word = index >> 6
+        if word >= len(words):
+            words.extend([0] * (word + 1 - len(words)))
+        words[word] |= 1 << (index & 63)
+    return [word - (1 << 64) if word >= 1 << 63 else word for word in words]
+
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(-1, (1 << 63) - 1, (1 << 63) - 1, -1)

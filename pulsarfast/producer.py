@@ -44,6 +44,25 @@ hash gives (the official client's BoostHash by default, so keys land where
 the official client puts them), others round robin from a random start
 (``RoundRobinDistribution``) or to one random partition
 (``UseSinglePartition``), or to ``message_router(message, partitions)``.
+
+Access modes (``access_mode``, each partition's producer on its own, as the official client does):
+the PRODUCER command asks for one, and the broker decides. ``Exclusive`` is refused while another
+producer is on the topic (``ProducerFenced``; a ``Shared`` one is then refused with
+``ProducerBusy``); ``WaitForExclusive`` is queued by the broker (a first PRODUCER_SUCCESS says
+``producer_ready=false``, which ``sansio`` drops) and created when the second one comes, within the
+operation timeout like any create (else ``Timeout``, and the queued producer is closed on the
+broker); ``ExclusiveWithFencing`` takes the topic from whatever producers are on it. The broker's
+``topic_epoch`` is kept and sent again whenever an ``Exclusive`` or ``ExclusiveWithFencing`` producer
+is re-created, so it keeps its topic across reconnections; one that was fenced out meanwhile is
+refused with ``ProducerFenced``, and then, as in the official client, every send waiting and every
+later one fails with ``ProducerFenced``, the producer is not re-created, and ``flush()`` and
+``close()`` raise ``AlreadyClosed`` (``PartitionProducer.fenced``). A fenced-out ``Shared`` producer
+is only closed by the broker: it is re-created (refused with ``ProducerBusy`` meanwhile, its sends
+waiting up to the send timeout) until the exclusive one goes; a ``WaitForExclusive`` one is re-created
+without its epoch and so waits in the broker's queue again, as the official client's does.
+
+A message's arguments are checked as the official client checks them, before anything is queued
+(``pulsarfast.sendargs``).
 """
 from __future__ import annotations
 
@@ -60,13 +79,14 @@ from msgengine.runtime import from_any_thread, monotonic
 from . import proto
 from .config import ProducerSettings
 from .connection import BrokerConnection
-from .enums import PartitionsRoutingMode
+from .enums import PartitionsRoutingMode, ProducerAccessMode
 from .errors import (
     AlreadyClosed,
     ForkedError,
     InvalidConfiguration,
     MessageTooBig,
     NotConnected,
+    ProducerFenced,
     ProducerQueueIsFull,
     PulsarException,
     Result,
@@ -78,6 +98,7 @@ from .hashing import partition_for_key
 from .link import SessionLink
 from .message import Message, MessageId, batch_message_ids
 from .owner import Owner
+from .sendargs import check_callback, check_content, check_options, encode_text
 from .wire import encode_batch_entry, encode_send_frame
 
 logger = logging.getLogger(__name__)
@@ -214,8 +235,11 @@ class PartitionProducer:
         self._open_bytes = 0
         self._batch_timer: Any = None
         self.closed = False
-        #: the broker's word that the topic is terminated (None: it is not): sends fail at once
-        self._terminated: str | None = None
+        #: the broker's word that no send can succeed again, TopicTerminated or ProducerFenced, and its
+        #: text (None: none yet): later sends fail at once with it, and the producer is not re-created
+        self._ended: tuple[type[PulsarException], str] | None = None
+        #: the broker's topic epoch for this producer (an exclusive one's), sent when re-creating it
+        self._topic_epoch: int | None = None
 
     def __repr__(self) -> str:
         return "<PartitionProducer %s id=%d>" % (self.topic, self.producer_id)
@@ -231,23 +255,33 @@ class PartitionProducer:
         timeout = self.client.operation_timeout
         link = _ProducerLink(self, conn)
         conn.register_producer(self.producer_id, link)
+        access_mode = int(self.settings.access_mode)
+        # (a WaitForExclusive producer goes back in the broker's queue: as with the official client, its
+        # topic epoch is not sent, which would have the broker refuse it once another took the topic)
+        topic_epoch = self._topic_epoch if access_mode != ProducerAccessMode.WaitForExclusive else None
         try:
             answer = conn.request(
                 lambda rid: proto.producer(self.topic, self.producer_id, rid, self.name or None,
                                            self.user_provided_name, self._epoch, self.settings.metadata,
-                                           self.settings.initial_subscription_name),
+                                           self.settings.initial_subscription_name, access_mode, topic_epoch),
                 timeout,
             )
         except BaseException as exc:
             conn.unregister_producer(self.producer_id, link)
             if isinstance(exc, TopicTerminated):
                 self.terminated(exc)  # (re-created after the broker closed it: nothing left to re-create)
+            elif isinstance(exc, ProducerFenced) and self._epoch:
+                self.fenced(exc)  # (re-created after an exclusive producer took the topic: fenced for good)
+            elif isinstance(exc, Timeout):
+                self._close_on_broker(conn)  # (a WaitForExclusive one the broker still queues, or a late one)
             raise
         self._epoch += 1
-        if self.closed or self._terminated is not None:  # (closed meanwhile: the broker's producer goes too)
+        if self.closed or self._ended is not None:  # (closed meanwhile: the broker's producer goes too)
             link.close()
-            raise AlreadyClosed("producer closed") if self.closed else TopicTerminated(self._terminated)
+            raise AlreadyClosed("producer closed") if self.closed else self._ended_error()
         with self._lock:
+            if answer.topic_epoch is not None:
+                self._topic_epoch = answer.topic_epoch
             if answer.producer_name != self.name:
                 self.name = answer.producer_name
                 self._name_bytes = None
@@ -282,7 +316,27 @@ class PartitionProducer:
 
     def usable_in_child(self) -> bool:
         """Whether a forked child may create this producer again (see after_fork_in_child)."""
-        return not self.closed and not self.user_provided_name and self._terminated is None
+        return not self.closed and not self.user_provided_name and self._ended is None
+
+    def _close_on_broker(self, conn: BrokerConnection) -> None:
+        """CLOSE_PRODUCER for a create that timed out, without waiting for the answer: the broker may
+        still queue it (WaitForExclusive) or create it late, and must not keep it."""
+        try:
+            conn.send_command(proto.close_producer(self.producer_id, conn.protocol.new_request_id()))
+        except PulsarException:
+            pass  # (the connection is gone: so is the producer)
+
+    def _ended_error(self) -> PulsarException:
+        """The error of a producer that ended (see _ended)."""
+        assert self._ended is not None
+        kind, text = self._ended
+        return kind(text)
+
+    @property
+    def is_fenced(self) -> bool:
+        """An exclusive producer took the topic: this one is over (ProducerFenced)."""
+        ended = self._ended
+        return ended is not None and ended[0] is ProducerFenced
 
     def link_closed(self, link: _ProducerLink, reason: BaseException | None) -> None:
         # (no lock: a failed write closes the connection, and the writer may hold it)
@@ -319,9 +373,9 @@ class PartitionProducer:
             with self._lock:
                 if self.closed:
                     raise AlreadyClosed("producer closed")
-                if self._terminated is not None:
+                if self._ended is not None:
                     self._failed += 1
-                    raise TopicTerminated(self._terminated)
+                    raise self._ended_error()
                 if self._waiting_messages < self.max_pending:
                     if sequence_id is None:
                         sequence_id = self._next_sequence_id
@@ -497,14 +551,22 @@ class PartitionProducer:
         Every send waiting (the open batch's too) fails with TopicTerminated,
         later ones fail at once, and the client stops re-creating the producer,
         as the official client does; the producer stays open until closed."""
+        self._end(TopicTerminated, error, "the topic is terminated")
+
+    def fenced(self, error: PulsarException) -> None:
+        """Re-creating the producer, the broker says an exclusive producer took the topic (and its
+        epoch) meanwhile: as terminated(), with ProducerFenced, as the official client does."""
+        self._end(ProducerFenced, error, "an exclusive producer fenced this one out")
+
+    def _end(self, kind: type[PulsarException], error: PulsarException, why: str) -> None:
         with self._lock:
-            if self.closed or self._terminated is not None:
+            if self.closed or self._ended is not None:
                 return
-            self._terminated = str(error)
+            self._ended = (kind, str(error))
             failed = self._take_all_locked()
             waiters, token = self._finishing_locked(failed)
-        logger.info("[%s] the topic is terminated (%s): %d sends failed, the producer is not re-created",
-                    self.topic, error, len(failed))
+        logger.info("[%s] %s (%s): %d sends failed, the producer is not re-created", self.topic, why, error,
+                    len(failed))
         try:
             self.client.forget_producer(self)
             link = self._link
@@ -512,7 +574,7 @@ class PartitionProducer:
                 link.close()
         finally:
             self._wake(waiters)
-            self._fail(token, failed, TopicTerminated(self._terminated))
+            self._fail(token, failed, self._ended_error())
 
     def _expire(self) -> None:
         """The send timeout's timer: fail the sends waiting longer than it."""
@@ -627,11 +689,6 @@ class PartitionProducer:
         self._fail(token, failed, error)
 
 
-def _check_type(name: str, value: Any, types: Any, type_name: str) -> None:
-    if value is not None and not isinstance(value, types):
-        raise ValueError("Argument %s is expected to be of type '%s' and not '%s'" % (name, type_name, type(value).__name__))
-
-
 class Producer:
     """Publishes to one topic (all of its partitions, when partitioned)."""
 
@@ -641,6 +698,8 @@ class Producer:
         self.settings = settings
         self._topic = settings.topic
         self._partitions = partitions
+        #: what this producer keeps alive for its user (its Client, which hands its parts itself weakly)
+        self.keep_alive: object = None
         self._next_partition = random.randrange(len(partitions))
         self._closed = False
         #: why sends fail once closed (ForkedError for a named producer in a forked child)
@@ -695,8 +754,7 @@ class Producer:
         """Publish without waiting: ``callback(result, message_id)`` once the broker answers
         (``Result.Ok`` and the id, or an error code and None). ``callback=None``, as
         the official client allows, asks for no outcome (flush() still waits for it)."""
-        if callback is not None and not callable(callback):
-            raise ValueError("callback must be callable or None, not %r" % (callback,))
+        check_callback(callback)
         try:
             self._send(content, callback, False, properties, partition_key, ordering_key, sequence_id,
                        replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after)
@@ -707,10 +765,16 @@ class Producer:
 
     @from_any_thread()
     def flush(self) -> None:
-        """Block until every message sent before the call has its outcome."""
+        """Block until every message sent before the call has its outcome. A producer fenced out by an
+        exclusive one raises AlreadyClosed, as the official client's does."""
         self._client.check_usable()
         for partition in self._partitions:
             partition.flush(self.settings.flush_timeout)
+        self._check_not_fenced()
+
+    def _check_not_fenced(self) -> None:
+        if any(partition.is_fenced for partition in self._partitions):
+            raise AlreadyClosed("the producer was fenced out by an exclusive producer of the topic")
 
     @from_any_thread()
     def close(self) -> None:
@@ -730,6 +794,7 @@ class Producer:
             self._client.forget_producer(partition)
             partition.close(timeout)
         self._client.producer_closed(self)
+        self._check_not_fenced()  # (closed all the same)
 
     def partition_producers(self) -> list[PartitionProducer]:
         return list(self._partitions)
@@ -756,37 +821,30 @@ class Producer:
     def _send(self, content: Any, callback: SendCallback | None, wait: bool, properties: Any, partition_key: Any,
               ordering_key: Any, sequence_id: Any, replication_clusters: Any, disable_replication: bool,
               event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> _Send:
+        # the official client's checks first (sendargs), whatever the producer's state
+        if type(content) is bytes:  # (the common send: no call)
+            payload = content
+        else:
+            payload = check_content(content) if content is not None else b""
+        if properties is not None or partition_key is not None or ordering_key is not None \
+                or sequence_id is not None or replication_clusters is not None or disable_replication is not False \
+                or event_timestamp is not None or deliver_at is not None or deliver_after is not None:
+            pairs = check_options(properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                                  disable_replication, event_timestamp, deliver_at, deliver_after)
+        else:
+            pairs = None  # (the common send: no option at all)
         self._client.check_usable()
         if self._closed:
             raise self._closed_error or AlreadyClosed("producer closed")
-        if content is None:
-            payload = b""
-        elif isinstance(content, bytes):
-            payload = content
-        elif isinstance(content, (bytearray, memoryview)):
-            payload = bytes(content)
-        else:
-            raise TypeError("content must be bytes (a producer without a schema), not %s" % type(content).__name__)
-        if properties is not None or partition_key is not None or sequence_id is not None \
-                or event_timestamp is not None:  # (the common send has none of them)
-            _check_type("properties", properties, dict, "dict")
-            _check_type("partition_key", partition_key, str, "str")
-            _check_type("sequence_id", sequence_id, int, "int")
-            _check_type("event_timestamp", event_timestamp, int, "int")
-        if ordering_key is not None or replication_clusters is not None or deliver_at is not None \
-                or deliver_after is not None:
-            _check_type("ordering_key", ordering_key, str, "str")
-            _check_type("replication_clusters", replication_clusters, list, "list")
-            _check_type("deliver_at", deliver_at, int, "int")
-            _check_type("deliver_after", deliver_after, datetime.timedelta, "timedelta")
-        pairs = [(str(k).encode("utf-8"), str(v).encode("utf-8")) for k, v in properties.items()] if properties else None
         extra = b""
         if ordering_key or disable_replication or replication_clusters or deliver_after or deliver_at or content is None:
             if deliver_after:
                 deliver_at = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+            clusters = [encode_text(c, "replication_clusters").decode("utf-8", "replace")
+                        for c in replication_clusters] if replication_clusters else None
             extra = proto.extra_metadata(
                 ordering_key=ordering_key.encode("utf-8") if ordering_key else None,
-                replicate_to=["__local__"] if disable_replication else replication_clusters,
+                replicate_to=["__local__"] if disable_replication else clusters,
                 deliver_at_time=deliver_at or None, null_value=content is None,
             )
         metadata_args = (pairs, partition_key.encode("utf-8") if partition_key else None, event_timestamp or 0, extra)

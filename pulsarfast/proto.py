@@ -77,6 +77,8 @@ TOPIC_MIGRATED = 68
 
 # CommandSubscribe.SubType
 SUB_EXCLUSIVE, SUB_SHARED, SUB_FAILOVER, SUB_KEY_SHARED = 0, 1, 2, 3
+# KeySharedMeta.KeySharedMode (the values of enums.KeySharedMode)
+KEY_SHARED_AUTO_SPLIT, KEY_SHARED_STICKY = 0, 1
 # CommandSubscribe.InitialPosition
 POSITION_LATEST, POSITION_EARLIEST = 0, 1
 # CommandAck.AckType
@@ -174,19 +176,30 @@ def partitioned_metadata(topic: str, request_id: int) -> bytes:
     return base_command(PARTITIONED_METADATA, f_str(1, topic) + f_uint(2, request_id))
 
 
-def lookup(topic: str, request_id: int, authoritative: bool = False) -> bytes:
-    return base_command(LOOKUP, f_str(1, topic) + f_uint(2, request_id) + f_bool(3, authoritative))
+def lookup(topic: str, request_id: int, authoritative: bool = False, listener_name: str | None = None) -> bytes:
+    """LOOKUP; with listener_name (advertised_listener_name), the broker answers that listener's URLs."""
+    body = f_str(1, topic) + f_uint(2, request_id) + f_bool(3, authoritative)
+    if listener_name:
+        body += f_str(7, listener_name)
+    return base_command(LOOKUP, body)
 
 
 def producer(topic: str, producer_id: int, request_id: int, producer_name: str | None = None,
              user_provided_name: bool = False, epoch: int = 0,
-             metadata: Mapping[str, str] | None = None, initial_subscription_name: str | None = None) -> bytes:
+             metadata: Mapping[str, str] | None = None, initial_subscription_name: str | None = None,
+             access_mode: int = 0, topic_epoch: int | None = None) -> bytes:
+    """CommandProducer. access_mode: ProducerAccessMode's value (0: Shared, left out); topic_epoch: what
+    the broker's PRODUCER_SUCCESS gave an exclusive producer, sent again when it is re-created."""
     body = f_str(1, topic) + f_uint(2, producer_id) + f_uint(3, request_id)
     if producer_name:
         body += f_str(4, producer_name)
     if metadata:
         body += key_values(6, metadata)
     body += f_uint(8, epoch) + f_bool(9, user_provided_name)
+    if access_mode:
+        body += f_uint(10, access_mode)
+    if topic_epoch is not None:
+        body += f_uint(11, topic_epoch)
     if initial_subscription_name:
         body += f_str(13, initial_subscription_name)  # (the broker creates this subscription with the producer)
     return base_command(PRODUCER, body)
@@ -208,7 +221,10 @@ def subscribe(topic: str, subscription: str, sub_type: int, consumer_id: int, re
               durable: bool = True, start_message_id: bytes | None = None, read_compacted: bool = False,
               priority_level: int | None = None, metadata: Mapping[str, str] | None = None,
               replicate_subscription_state: bool = False, force_topic_creation: bool = True,
-              key_shared_mode: int | None = None, allow_out_of_order: bool = False) -> bytes:
+              key_shared_mode: int | None = None, allow_out_of_order: bool = False,
+              hash_ranges: Iterable[tuple[int, int]] = ()) -> bytes:
+    """CommandSubscribe; on a KeyShared subscription (key_shared_mode not None) with its KeySharedMeta
+    {keySharedMode = 1; hashRanges = 3 (IntRange {start = 1; end = 2}); allowOutOfOrderDelivery = 4}."""
     body = f_str(1, topic) + f_str(2, subscription) + f_uint(3, sub_type) + f_uint(4, consumer_id) + f_uint(5, request_id)
     if consumer_name:
         body += f_str(6, consumer_name)
@@ -229,6 +245,8 @@ def subscribe(topic: str, subscription: str, sub_type: int, consumer_id: int, re
         body += f_bool(15, False)
     if sub_type == SUB_KEY_SHARED and key_shared_mode is not None:
         meta = f_uint(1, key_shared_mode)
+        for start, end in hash_ranges:
+            meta += f_bytes(3, f_uint(1, start & 0xFFFFFFFFFFFFFFFF) + f_uint(2, end & 0xFFFFFFFFFFFFFFFF))
         if allow_out_of_order:
             meta += f_bool(4, True)
         body += f_bytes(17, meta)
@@ -237,6 +255,14 @@ def subscribe(topic: str, subscription: str, sub_type: int, consumer_id: int, re
 
 def flow(consumer_id: int, permits: int) -> bytes:
     return base_command(FLOW, f_uint(1, consumer_id) + f_uint(2, permits))
+
+
+def message_id_ack_set(ledger_id: int, entry_id: int, partition: int, ack_set: Iterable[int]) -> bytes:
+    """MessageIdData of a batch entry acknowledged in part: ack_set = 5 (repeated int64, unpacked),
+    the words of a bit set (index i is bit i % 64 of word i // 64) whose set bits are the messages
+    NOT acknowledged."""
+    return message_id_data(ledger_id, entry_id, partition) + b"".join(
+        f_uint(5, word & 0xFFFFFFFFFFFFFFFF) for word in ack_set)
 
 
 def ack(consumer_id: int, ack_type: int, message_ids: Iterable[bytes], validation_error: int | None = None) -> bytes:
@@ -499,6 +525,11 @@ SINGLE_MESSAGE_METADATA = Schema("SingleMessageMetadata", [
     (10, "null_partition_key", BOOL),
 ])
 
+INT_RANGE = Schema("IntRange", [(1, "start", INT), (2, "end", INT)])
+KEY_SHARED_META = Schema("KeySharedMeta", [
+    (1, "keySharedMode", UINT), (3, "hashRanges", MSG, "repeated", INT_RANGE), (4, "allowOutOfOrderDelivery", BOOL),
+])
+
 _COMMANDS: dict[int, Schema] = {}
 
 
@@ -519,10 +550,12 @@ _command(SUBSCRIBE, "CommandSubscribe", [
     (1, "topic", STR), (2, "subscription", STR), (3, "subType", UINT), (4, "consumer_id", UINT), (5, "request_id", UINT),
     (6, "consumer_name", STR), (7, "priority_level", INT), (8, "durable", BOOL, ("default", True)),
     (9, "start_message_id", MSG, MESSAGE_ID_DATA), (11, "read_compacted", BOOL), (13, "initialPosition", UINT),
+    (17, "keySharedMeta", MSG, KEY_SHARED_META),
 ])
 _command(PRODUCER, "CommandProducer", [
     (1, "topic", STR), (2, "producer_id", UINT), (3, "request_id", UINT), (4, "producer_name", STR),
     (8, "epoch", UINT), (9, "user_provided_producer_name", BOOL, ("default", True)),
+    (10, "producer_access_mode", UINT), (11, "topic_epoch", UINT, ("default", None)),
 ])
 _command(SEND, "CommandSend", [
     (1, "producer_id", UINT), (2, "sequence_id", UINT), (3, "num_messages", INT, ("default", 1)),
@@ -569,7 +602,8 @@ _command(PARTITIONED_METADATA_RESPONSE, "CommandPartitionedTopicMetadataResponse
     (1, "partitions", UINT), (2, "request_id", UINT), (3, "response", UINT), (4, "error", UINT, ("default", None)),
     (5, "message", STR),
 ])
-_command(LOOKUP, "CommandLookupTopic", [(1, "topic", STR), (2, "request_id", UINT), (3, "authoritative", BOOL)])
+_command(LOOKUP, "CommandLookupTopic", [(1, "topic", STR), (2, "request_id", UINT), (3, "authoritative", BOOL),
+                                        (7, "advertised_listener_name", STR)])
 _command(LOOKUP_RESPONSE, "CommandLookupTopicResponse", [
     (1, "brokerServiceUrl", STR), (2, "brokerServiceUrlTls", STR), (3, "response", UINT, ("default", None)),
     (4, "request_id", UINT), (5, "authoritative", BOOL), (6, "error", UINT, ("default", None)), (7, "message", STR),

@@ -93,13 +93,15 @@ class MessageReceived:
     """A MESSAGE frame. ``fields`` is ``wire.decode_message``'s tuple (the
     command's and the metadata's fields) when the checksum matched; when it
     did not, ``fields`` is None and only the ids are known (``ledger_id``,
-    ``entry_id``); ``metadata`` stays serialized for the rare fields the
-    tuple does not carry."""
+    ``entry_id``); ``metadata`` and ``command`` (the CommandMessage's
+    BaseCommand) stay serialized for the rare fields the tuple does not carry
+    (the metadata's; the command's ``ack_set``, consumer.py)."""
 
-    __slots__ = ("consumer_id", "ledger_id", "entry_id", "fields", "metadata", "payload", "checksum_ok")
+    __slots__ = ("consumer_id", "ledger_id", "entry_id", "fields", "metadata", "payload", "checksum_ok", "command")
 
     def __init__(self, consumer_id: int, ledger_id: int, entry_id: int, fields: tuple | None, metadata: bytes,
-                 payload: bytes, checksum_ok: bool) -> None:
+                 payload: bytes, checksum_ok: bool, command: bytes = b"") -> None:
+        self.command = command
         self.consumer_id = consumer_id
         self.ledger_id = ledger_id
         self.entry_id = entry_id
@@ -203,7 +205,8 @@ class PulsarProtocol:
             if metadata is not None and checksum_ok:
                 fields = decode_message(command, metadata)  # (the hot path: None if not a MESSAGE)
                 if fields is not None:
-                    events.append(MessageReceived(fields[0], fields[1], fields[2], fields, metadata, payload, True))
+                    events.append(MessageReceived(fields[0], fields[1], fields[2], fields, metadata, payload, True,
+                                                  command))
                     continue
             kind, record = proto.decode_command(command)
             event = self._event(kind, record, metadata, payload, checksum_ok)

@@ -224,6 +224,8 @@ class PulsarBroker(ServerProcess):
             "dbStorage_writeCacheMaxSizeMb": "32",
             "dbStorage_readAheadCacheMaxSizeMb": "32",
             "journalMaxSizeMB": "256",
+            # false by default in 4.0.7: batch_index_ack_enabled consumers need it (the ack sets of ACK and MESSAGE)
+            "acknowledgmentAtBatchIndexLevelEnabled": "true",
         }
         conf.update(self.extra_config)
         return "".join(f"{k}={v}\n" for k, v in conf.items())
