@@ -159,7 +159,8 @@ class Driver(Generic[P]):
     def _reading_ended(self, error: BaseException | None) -> None:
         """Reading ended (error None: the stream ended): close, unless closed already."""
         if not self.io_stopped:
-            if error is not None and not isinstance(error, (ConnectionError, OSError)):
+            # (a ReferenceError: an owner that held this connection's listeners weakly is gone)
+            if error is not None and not isinstance(error, (ConnectionError, OSError, ReferenceError)):
                 logger.error("[%s] closing after error: %r", self.name, error)
             self.close_now(error)
 
@@ -418,6 +419,13 @@ class Driver(Generic[P]):
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         return bool(self._closed_event.wait(timeout))
+
+    def join_reader(self, timeout: float) -> None:
+        """After close_now(): wait, at most timeout, for the reader task to end (at once on
+        that task itself), so that an owner that closed leaves no task of its own behind."""
+        task = self._reader_task
+        if task is not None:
+            task.join(timeout)
 
     def stop_io(self, error: BaseException) -> None:
         """Stop reading and writing at once, without touching the stream or

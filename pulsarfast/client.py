@@ -17,13 +17,22 @@ and readers started in the parent raise ``ForkedError`` in the child (their
 subscriptions and unacknowledged messages are the parent's), and so does a
 producer with a name of its own (the name can be on the topic once). The
 parent's connections are left untouched by the child, as in ``nsq.Writer``.
+
+Lifetime. ``close()`` returns once no task of the client is left: it waits (at
+most ``TASK_END_SECONDS`` each) for its connections' reading tasks and for a
+listener's call under way. A client dropped without ``close()``, with every
+producer, consumer and reader it made, is collected like any object (the parts
+it hands its work to hold it weakly, ``_owner``), and its connections then
+close, so its threads end, as the official client's destructor closes it. A
+producer, consumer or reader its user still holds keeps it alive.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 import re
-from typing import Any, Callable, Sequence
+import weakref
+from typing import Any, Callable, Sequence, cast
 
 from msgengine.backoff import reconnect_delay
 from msgengine.runtime import Backend, ProcessLock, fork_generation, from_any_thread, monotonic, on_fork_in_child
@@ -43,9 +52,9 @@ from .errors import (
     TooManyLookupRequestException,
 )
 from .logger import route_logs
-from .lookup import Lookup
+from .discovery import Discovery
 from .message import MessageId
-from .owner import Supervised
+from .owner import Owner, Supervised
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener
@@ -57,6 +66,8 @@ logger = logging.getLogger(__name__)
 #: a live broker's "not now" when a producer or consumer is created: tried again within the operation timeout
 #: the longest wait between two attempts to re-create a producer or consumer whose broker is gone
 MAX_RECONNECT_SECONDS = 30.0
+#: how long close() waits for each of its tasks (a connection's reader, a listener's call under way) to end
+TASK_END_SECONDS = 5.0
 
 _NOT_READY_YET = (BrokerPersistenceError, BrokerMetadataError, ServiceUnitNotReady, TooManyLookupRequestException)
 
@@ -71,7 +82,7 @@ class Client:
 
     def __init__(
         self,
-        service_url: str,
+        service_url: Any,
         authentication: Any = ClientSettings.authentication,
         operation_timeout_seconds: int = ClientSettings.operation_timeout_seconds,
         io_threads: int = ClientSettings.io_threads,
@@ -102,9 +113,14 @@ class Client:
         self.connect_timeout = settings.connect_timeout
         self.keep_alive = settings.keep_alive
         self.max_message_size = 5 * 1024 * 1024
-        self._pool = ConnectionPool(self.backend, self._make_connection)
-        self._lookup = Lookup(self._pool, service_url, settings.hosts, self.operation_timeout, use_tls=self.use_tls)
+        #: what the producers', consumers' and connections' parts hold: the client, weakly, so that a
+        #: client dropped without close() (with every producer, consumer and reader it made) is collected
+        self._owner = cast(Owner, weakref.proxy(self))
+        self._pool = ConnectionPool(self.backend, _Weakly(self._make_connection, raising=True))
+        self._discovery = Discovery(settings, self._pool, _Weakly(self._service_switched))
         self._supervisor = self._new_supervisor()
+        self._release_when_dropped = _ReleaseWhenDropped(self.backend, self._pool, self._discovery, self._supervisor)
+        weakref.finalize(self, self._release_when_dropped).atexit = False
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
         self._producers: list[Producer] = []
@@ -112,6 +128,7 @@ class Client:
         self._fork_generation = fork_generation()  # the process whose connections the client uses
         self._fork_lock = ProcessLock()
         self._closed = False
+        self._discovery.start()
         on_fork_in_child(self)
 
     def _new_supervisor(self) -> Supervisor[Supervised]:
@@ -124,8 +141,9 @@ class Client:
         return BrokerConnection(self.backend, logical_url, address, connect_timeout=self.connect_timeout,
                                 keep_alive_seconds=self.keep_alive,
                                 proxy_to_broker_url=logical_url if through_proxy else None,
-                                ssl_context=self.settings.ssl_context, authentication=self.settings.authentication,
-                                on_unknown_send_error=self._unknown_send_error)
+                                ssl_context=self._discovery.endpoint.ssl_context,
+                                authentication=self._discovery.endpoint.authentication,
+                                on_unknown_send_error=_Weakly(self._unknown_send_error))
 
     def _unknown_send_error(self, event: Any) -> None:
         """A SEND_ERROR for a producer its connection no longer has: when a topic is
@@ -139,10 +157,16 @@ class Client:
             if isinstance(target, PartitionProducer) and target.producer_id == event.producer_id:
                 target.terminated(event.error)
 
+    def _service_switched(self) -> None:
+        """The service changed (AutoClusterFailover, a ServiceInfoProvider): close the connections, so that
+        producers and consumers re-connect through lookups on the new service."""
+        for conn in self._pool.connections():
+            conn.close()
+
     def connection_for(self, topic: str) -> BrokerConnection:
         """The connection to the broker that serves topic (a lookup, then the shared connection)."""
         self.check_usable()
-        logical_url, address, through_proxy = self._lookup.broker_for(topic)
+        logical_url, address, through_proxy = self._discovery.broker_for(topic)
         conn = self._pool.get(logical_url, address, through_proxy)
         self.max_message_size = conn.max_message_size
         return conn
@@ -193,7 +217,7 @@ class Client:
         with self._fork_lock:
             if self._fork_generation == fork_generation():
                 return
-            self._supervisor = self._new_supervisor()
+            self._supervisor = self._release_when_dropped.supervisor = self._new_supervisor()
             self._fork_generation = fork_generation()
             partitions = [partition for producer in self._producers for partition in producer.partition_producers()]
         for partition in partitions:
@@ -201,7 +225,7 @@ class Client:
                 self._supervisor.keep(partition)
 
     def _partitions_of(self, topic: str) -> list[tuple[str, int]]:
-        count = self._lookup.partitions(topic)
+        count = self._discovery.partitions(topic)
         if count <= 0:
             return [(topic, -1)]
         return [(partition_name(topic, index), index) for index in range(count)]
@@ -218,7 +242,7 @@ class Client:
         """The service this client uses: its URL, whether it uses TLS, and the trust file it was given
         (None: the system's CAs; the official client reports certifi's file there). Works after close(),
         as there."""
-        return ServiceInfo(self.service_url, None, self.settings.tls_trust_certs_file_path)
+        return self._discovery.service_info()
 
     @from_any_thread()
     def create_producer(
@@ -254,9 +278,10 @@ class Client:
         settings = ProducerSettings.from_arguments(locals())
         names = self._partitions_of(settings.topic)
         max_pending = settings.pending_per_partition(len(names))
-        partitions = [PartitionProducer(self, name, index, settings, max_pending) for name, index in names]
+        partitions = [PartitionProducer(self._owner, name, index, settings, max_pending) for name, index in names]
         self._start(partitions, lambda p: p.close(self.operation_timeout))
-        producer = Producer(self, settings, partitions)
+        producer = Producer(self._owner, settings, partitions)
+        producer.keep_alive = self  # (its user's reference keeps the client, as the official one's)
         self._producers.append(producer)
         return producer
 
@@ -297,7 +322,8 @@ class Client:
         """A consumer of subscription_name on one topic, a list of topics, and every partition of each."""
         self.check_usable()
         settings = ConsumerSettings.from_arguments(locals())
-        consumer = Consumer(self, settings)
+        consumer = Consumer(self._owner, settings)
+        consumer.keep_alive = self  # (its user's reference keeps the client, as the official one's)
         names = [partition for topic_name in settings.topics for partition in self._partitions_of(topic_name)]
         self._start_consumer(consumer, names)
         return consumer
@@ -322,7 +348,8 @@ class Client:
         settings = ReaderSettings.from_arguments(locals())
         names = self._partitions_of(settings.topic)
         settings.check_partitions(len(names) if names[0][1] >= 0 else 0)
-        reader = Reader(self, settings)
+        reader = Reader(self._owner, settings)
+        reader.keep_alive = self
         self._start_consumer(reader.consumer, names, reader.start_at_last_message
                              if settings.starts_at_last_message else None)
         return reader
@@ -393,14 +420,18 @@ class Client:
                 producer.close()
             except PulsarException as exc:
                 logger.warning("closing a producer: %s", exc)
-        for consumer in list(self._consumers):
+        closing = list(self._consumers)
+        for consumer in closing:
             try:
                 consumer.close()
             except PulsarException as exc:
                 logger.warning("closing a consumer: %s", exc)
         self._closed = True
+        self._discovery.close()
         self._supervisor.close()
-        self._pool.close()
+        self._pool.close(join_timeout=TASK_END_SECONDS)
+        for consumer in closing:
+            consumer.join_listener(TASK_END_SECONDS)
 
     @from_any_thread()
     def shutdown(self) -> None:
@@ -408,6 +439,7 @@ class Client:
         consumers on the broker: sends still waiting fail, and blocked
         receive() calls raise AlreadyClosed."""
         self._closed = True
+        self._discovery.close()
         self._supervisor.close()
         self._pool.close()
         for producer in list(self._producers):
@@ -432,3 +464,49 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class _Weakly:
+    """A bound method of the client called through a weak reference: what the client hands to the
+    parts that outlive a dropped client (connections, timers), so that they do not keep it alive.
+    Once the client is gone a call does nothing, or raises AlreadyClosed with ``raising``."""
+
+    __slots__ = ("_method", "_raising")
+
+    def __init__(self, method: Callable[..., Any], raising: bool = False) -> None:
+        self._method = weakref.WeakMethod(method)
+        self._raising = raising
+
+    def __call__(self, *args: Any) -> Any:
+        method = self._method()
+        if method is not None:
+            return method(*args)
+        if self._raising:
+            raise AlreadyClosed("the client was dropped without close()")
+        return None
+
+
+class _ReleaseWhenDropped:
+    """What a client dropped without close() leaves running, released once it is collected, as the
+    official client's destructor does: the supervisor's retries, the discovery's watch, and the
+    connections (their reading tasks end with them). A collection can happen on any task, holding
+    any lock: the work goes to a task of its own."""
+
+    def __init__(self, backend: Backend, pool: ConnectionPool, discovery: Discovery,
+                 supervisor: Supervisor[Supervised]) -> None:
+        self.backend = backend
+        self.pool = pool
+        self.discovery = discovery
+        self.supervisor = supervisor  # (the child's, after a fork)
+
+    def __call__(self) -> None:
+        try:
+            self.backend.call_threadsafe(self.backend.spawn, self._release)
+        except Exception:  # pragma: no cover - a backend gone with the interpreter
+            pass
+
+    def _release(self) -> None:
+        logger.debug("a Client was dropped without close(): closing its connections")
+        self.supervisor.close()
+        self.discovery.close()
+        self.pool.close()

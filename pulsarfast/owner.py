@@ -39,6 +39,10 @@ class SendingProducer(Protocol):
 
     def close(self) -> None: ...
 
+    #: the client, which a producer keeps alive for its user; a part of the client that makes one for
+    #: itself (the dead letters) sets it to None, so that a dropped client is still collected
+    keep_alive: object
+
 
 class Owner(Protocol):
     """What producers, consumers and readers use of the Client that made them."""

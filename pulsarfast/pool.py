@@ -72,13 +72,18 @@ class ConnectionPool:
         with self._lock:
             return list(self._connections.values())
 
-    def close(self) -> None:
+    def close(self, join_timeout: float = 0.0) -> None:
+        """Close every connection; with join_timeout, wait (that long at most, for each) for
+        their reading tasks to end."""
         with self._lock:
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
         for conn in connections:
             conn.close()
+        if join_timeout:
+            for conn in connections:
+                conn.join_reader(join_timeout)
 
     def forget_after_fork(self) -> None:
         """In a forked child: the connections are the parent's (each dropped its socket already);

@@ -48,6 +48,8 @@ class Reader:
         self.backend = client.backend
         self.settings = settings
         self.consumer = Consumer(client, settings.consumer_settings(self._listener(settings.reader_listener)))
+        #: what this reader keeps alive for its user (its Client, which hands its parts itself weakly)
+        self.keep_alive: object = None
 
     def _listener(self, reader_listener: ReaderListener | None) -> Callable[[Consumer, Message], None] | None:
         """The consumer's message listener that calls reader_listener(reader, message)."""

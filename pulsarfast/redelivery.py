@@ -296,8 +296,12 @@ class Redelivery:
         self.backend.spawn(self._expire)
 
     def _expire(self) -> None:
-        if self.client.forked():
-            return  # (the consumer is the parent's)
+        try:
+            if self.client.forked():
+                return  # (the consumer is the parent's)
+        except ReferenceError:  # (the client was dropped without close(): the tick ends)
+            self._closed = True
+            return
         try:
             for partition in list(self._partitions):
                 try:
