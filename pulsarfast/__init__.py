@@ -25,13 +25,26 @@ Layout:
     tls.py         the SSLContext of pulsar+ssl:// (trust file, hostname check, client certificate)
     redelivery.py  the unacked-message timeout (timed buckets of entries) and the consumer's dead-letter hooks
     deadletter.py  ConsumerDeadLetterPolicy and the dead-letter topic's producer
+    keyshared.py   ConsumerKeySharedPolicy: KeyShared modes, sticky hash ranges and their checks
+    batchreceive.py ConsumerBatchReceivePolicy: when Consumer.batch_receive() ends
     compression.py LZ4, ZLib, ZSTD and SNAPPY payloads (codec libraries imported on first use)
     message.py     Message and MessageId
     enums.py       ConsumerType, InitialPosition, ... (the official values)
     errors.py      PulsarException and one class per Result code
     logger.py      LoggerLevel, ConsoleLogger, FileLogger: where Client(logger=...) sends the pulsarfast logs
     service.py     ServiceInfo (Client.get_service_info()) and the ServiceInfoProvider base class
+    failover.py    AutoClusterFailover and the probing that switches a client between clusters
+    discovery.py   the service a client uses now (switched by a provider) and its lookups
+    endpoint.py    a service URL with its TLS context and authentication
+    httplookup.py  lookups over the broker's HTTP API (http:// and https:// service URLs)
     _pulsar.py     the names programs import from the official C extension (`import pulsarfast._pulsar as _pulsar`)
+    configuration.py _pulsar's ClientConfiguration, ProducerConfiguration, ... and the Client built from one
+    policies.py    _pulsar's BatchReceivePolicy, KeySharedPolicy, DeadLetterPolicyBuilder, DeadLetterPolicy
+    messagebatch.py MessageBatch: the messages of a batched entry's payload
+    messagebuilder.py _pulsar's MessageBuilder
+    cryptokeys.py  CryptoKeyReader, EncryptionKey, EncryptionContext (the names; encryption is not done yet)
+    exceptions.py  the official pulsar.exceptions module (the exception classes)
+    functions/     the official pulsar.functions package: Function, Context, SerDe, PickleSerDe, IdentitySerDe
     metrics.py     the Prometheus collector of producers, consumers and readers (extra `metrics`; not imported here)
 """
 from __future__ import annotations
@@ -44,6 +57,7 @@ from .auth import (
     AuthenticationTLS,
     AuthenticationToken,
 )
+from .batchreceive import ConsumerBatchReceivePolicy
 from .client import Client
 from .consumer import Consumer
 from .deadletter import ConsumerDeadLetterPolicy
@@ -61,12 +75,19 @@ from .enums import (
 )
 from .errors import *  # noqa: F401,F403 - the official module's exception names
 from .errors import EXCEPTION_NAMES, ForkedError, ProtocolError, PulsarException, Result
+from .keyshared import ConsumerKeySharedPolicy
 from .logger import ConsoleLogger, FileLogger, LoggerLevel
 from .message import Message, MessageId
 from .producer import Producer
 from .reader import Reader
+from .failover import AutoClusterFailover
 from .service import ServiceInfo, ServiceInfoProvider
 from .version import __version__
+from . import exceptions, functions  # the official sub-modules (pulsar.exceptions, pulsar.functions)
+from .cryptokeys import CryptoKeyReader, EncryptionContext, EncryptionKey
+from .functions import Context, Function, IdentitySerDe, PickleSerDe, SerDe
+from .messagebatch import MessageBatch
+from .policies import BatchReceivePolicy, DeadLetterPolicyBuilder, KeySharedPolicy
 
 
 class BytesSchema:
@@ -86,5 +107,8 @@ __all__ = [
     *EXCEPTION_NAMES,
     "Authentication", "AuthenticationToken", "AuthenticationTLS", "AuthenticationAthenz", "AuthenticationOauth2",
     "AuthenticationBasic", "ConsoleLogger", "FileLogger", "LoggerLevel", "ServiceInfo", "ServiceInfoProvider",
-    "ConsumerCryptoFailureAction", "RegexSubscriptionMode",
+    "AutoClusterFailover",
+    "ConsumerCryptoFailureAction", "RegexSubscriptionMode", "ConsumerKeySharedPolicy", "ConsumerBatchReceivePolicy",
+    "BatchReceivePolicy", "KeySharedPolicy", "DeadLetterPolicyBuilder", "CryptoKeyReader", "EncryptionContext",
+    "EncryptionKey", "MessageBatch", "Function", "Context", "SerDe", "PickleSerDe", "IdentitySerDe",
 ]

@@ -2,28 +2,56 @@
 ``_pulsar``: ``import pulsarfast._pulsar as _pulsar`` (or
 ``from pulsarfast._pulsar import ConsumerType, Result``) in their place.
 
-Here are the ones that are the same objects as the official ``pulsar``
-module's (``pulsar.Result is _pulsar.Result`` there): ``Result``, the
-enums, ``LoggerLevel``, ``PulsarException`` and one exception class per
-result code, each pulsarfast's own (so ``_pulsar.ConsumerType.Shared is
-pulsarfast.ConsumerType.Shared``); and ``MessageId`` and ``ServiceInfo``,
-which are two classes there (the extension's and the Python wrapper) and one
-here. ``ConsumerCryptoFailureAction``, ``RegexSubscriptionMode`` and
-``SchemaType`` are the official enums, with their values (pulsarfast takes
-no option that uses them yet).
+The same objects as the official ``pulsar`` module's (``pulsar.Result is
+_pulsar.Result`` there): ``Result``, the enums, ``LoggerLevel``,
+``PulsarException`` and one exception class per result code,
+``BatchReceivePolicy``, ``KeySharedPolicy`` and ``DeadLetterPolicyBuilder``,
+each pulsarfast's own (so ``_pulsar.ConsumerType.Shared is
+pulsarfast.ConsumerType.Shared``). ``MessageId`` and ``ServiceInfo`` are two
+classes there (the extension's and the Python wrapper) and one here.
+``ConsumerCryptoFailureAction``, ``RegexSubscriptionMode`` and ``SchemaType``
+are the official enums, with their values.
 
-Not here: the extension's own ``Client``, ``Producer``, ``Consumer``,
-``Reader``, ``Message``, ``MessageBatch``, ``TableView``, the
-``Authentication*`` classes (built from C++ providers), ``MessageBuilder``,
-``SchemaInfo``, ``TopicRegex``, ``Error``, the crypto key readers and the
-``*Configuration`` objects (``ClientConfiguration``,
-``ProducerConfiguration``, ``ConsumerConfiguration``, ...), which only
-configure the extension's ``Client``; and the policies pulsarfast does not
-have yet (``BatchReceivePolicy``, ``KeySharedPolicy``,
-``DeadLetterPolicyBuilder``, ``DeadLetterPolicy``).
+The extension's own objects, which the official module wraps:
+- ``ClientConfiguration``, ``ProducerConfiguration``,
+  ``ConsumerConfiguration``, ``ReaderConfiguration`` (``configuration.py``)
+  and ``Client(service_url, ClientConfiguration)``, a ``pulsarfast.Client``;
+- ``MessageBuilder`` (``messagebuilder.py``), ``MessageBatch``
+  (``messagebatch.py``), ``DeadLetterPolicy`` (``policies.py``),
+  ``AbstractCryptoKeyReader``, ``CryptoKeyReader``, ``EncryptionKey``,
+  ``EncryptionContext`` (``cryptokeys.py``): their own classes here;
+- ``Producer``, ``Consumer``, ``Reader``, ``Message`` and the
+  ``Authentication*`` classes are pulsarfast's top-level classes (there are no
+  wrapped objects behind them: the methods are the top-level ones).
+
+``Error`` is the extension's result-and-message pair of its callbacks
+(``errors.ErrorResult``; pulsarfast's callbacks get a ``Result``, as the
+official module's do). Not here: what issue 33 adds:
+``SchemaInfo``, ``TopicRegex`` (pattern subscriptions), ``TableView`` and
+``TableViewConfiguration``.
 """
 from __future__ import annotations
 
+from .auth import (
+    Authentication,
+    AuthenticationAthenz,
+    AuthenticationBasic,
+    AuthenticationOauth2,
+    AuthenticationTLS,
+    AuthenticationToken,
+)
+from .configuration import (
+    Client,
+    ClientConfiguration,
+    ConsumerConfiguration,
+    ProducerConfiguration,
+    ReaderConfiguration,
+)
+from .consumer import Consumer
+from .cryptokeys import AbstractCryptoKeyReader
+from .cryptokeys import RawCryptoKeyReader as CryptoKeyReader
+from .cryptokeys import RawEncryptionContext as EncryptionContext
+from .cryptokeys import RawEncryptionKey as EncryptionKey
 from .enums import (
     BatchingType,
     CompressionType,
@@ -36,58 +64,16 @@ from .enums import (
     RegexSubscriptionMode,
     SchemaType,
 )
-from .errors import (  # one exception class per Result code
-    AlreadyClosed,
-    AuthenticationError,
-    AuthorizationError,
-    BrokerMetadataError,
-    BrokerPersistenceError,
-    ChecksumError,
-    ConnectError,
-    ConsumerAssignError,
-    ConsumerBusy,
-    ConsumerNotFound,
-    ConsumerNotInitialized,
-    CryptoError,
-    CumulativeAcknowledgementNotAllowedError,
-    ErrorGettingAuthenticationData,
-    IncompatibleSchema,
-    Interrupted,
-    InvalidConfiguration,
-    InvalidMessage,
-    InvalidTopicName,
-    InvalidTxnStatusError,
-    InvalidUrl,
-    LookupError,
-    MemoryBufferIsFull,
-    MessageTooBig,
-    NotAllowedError,
-    NotConnected,
-    OperationNotSupported,
-    ProducerBlockedQuotaExceededError,
-    ProducerBlockedQuotaExceededException,
-    ProducerBusy,
-    ProducerFenced,
-    ProducerNotInitialized,
-    ProducerQueueIsFull,
-    PulsarException,
-    ReadError,
-    Result,
-    ServiceUnitNotReady,
-    SubscriptionNotFound,
-    Timeout,
-    TooManyLookupRequestException,
-    TopicNotFound,
-    TopicTerminated,
-    TransactionConflict,
-    TransactionCoordinatorNotFoundError,
-    TransactionNotFound,
-    UnknownError,
-    UnsupportedVersionError,
-)
+from .errors import *  # noqa: F401,F403 - one exception class per Result code (errors.EXCEPTION_NAMES)
 from .errors import EXCEPTION_NAMES
+from .errors import ErrorResult as Error
 from .logger import LoggerLevel
-from .message import MessageId
+from .message import Message, MessageId
+from .messagebatch import RawMessageBatch as MessageBatch
+from .messagebuilder import MessageBuilder
+from .policies import BatchReceivePolicy, DeadLetterPolicy, DeadLetterPolicyBuilder, KeySharedPolicy
+from .producer import Producer
+from .reader import Reader
 from .service import ServiceInfo
 
 
@@ -95,4 +81,9 @@ __all__ = [
     "BatchingType", "CompressionType", "ConsumerType", "InitialPosition", "KeySharedMode", "PartitionsRoutingMode",
     "ProducerAccessMode", "ConsumerCryptoFailureAction", "RegexSubscriptionMode", "SchemaType", "LoggerLevel",
     "MessageId", "ServiceInfo", "Result", "PulsarException", *EXCEPTION_NAMES,
+    "Authentication", "AuthenticationAthenz", "AuthenticationBasic", "AuthenticationOauth2", "AuthenticationTLS",
+    "AuthenticationToken", "Client", "ClientConfiguration", "ConsumerConfiguration", "ProducerConfiguration",
+    "ReaderConfiguration", "Consumer", "Producer", "Reader", "Message", "MessageBatch", "MessageBuilder",
+    "AbstractCryptoKeyReader", "CryptoKeyReader", "EncryptionContext", "EncryptionKey", "BatchReceivePolicy",
+    "DeadLetterPolicy", "DeadLetterPolicyBuilder", "KeySharedPolicy", "Error",
 ]

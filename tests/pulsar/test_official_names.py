@@ -68,7 +68,7 @@ def test_pulsar_module_enums(name):
 def test_pulsar_module_has_what_the_official_top_level_shares_with_it():
     shared = [name for name in dir(official_pulsar)
               if not name.startswith("_") and getattr(official, name, None) is getattr(official_pulsar, name)]
-    not_here = {"BatchReceivePolicy", "KeySharedPolicy", "DeadLetterPolicyBuilder"}  # (pulsarfast has none yet)
+    not_here: set[str] = set()
     missing = [name for name in shared if name not in not_here and not hasattr(fast_pulsar, name)]
     assert missing == []
     for name in shared:
@@ -265,15 +265,28 @@ def test_service_info_provider_base_class():
         assert provider.close() is None
 
 
-def test_client_refuses_a_service_info_provider():
-    """The official client takes one; pulsarfast does not yet, and says so before any traffic."""
+def test_client_takes_a_service_info_provider():
+    """As the official client: it starts on initial_service_info(), calls initialize(), and close() closes
+    the provider (tests/pulsar/test_official_service_urls.py switches one on a real broker)."""
 
     class Provider(pulsarfast.ServiceInfoProvider):
+        closed = False
+
         def initial_service_info(self):
             return pulsarfast.ServiceInfo(NOWHERE)
 
-    with pytest.raises(pulsarfast.InvalidConfiguration, match="ServiceInfoProvider"):
-        pulsarfast.Client(Provider())
+        def initialize(self, on_service_info_update):
+            self.update = on_service_info_update
+
+        def close(self):
+            self.closed = True
+
+    provider = Provider()
+    client = pulsarfast.Client(provider)
+    assert client.get_service_info().service_url == NOWHERE
+    assert callable(provider.update)
+    client.close()
+    assert provider.closed
 
 
 @pytest.mark.parametrize("url, kwargs", [
