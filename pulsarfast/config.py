@@ -36,7 +36,16 @@ from .auth import Authentication
 from .batchreceive import DEFAULT as DEFAULT_BATCH_RECEIVE, ConsumerBatchReceivePolicy, batch_receive_policy_arg
 from .compression import Codec, codec_for
 from .deadletter import ConsumerDeadLetterPolicy
-from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode, ProducerAccessMode
+from .enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerCryptoFailureAction,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+)
 from .errors import InvalidConfiguration
 from .hashing import DEFAULT_HASHING_SCHEME, HASHING_SCHEMES
 from .keyshared import ConsumerKeySharedPolicy, key_shared_policy_arg
@@ -412,7 +421,8 @@ class ProducerSettings(Settings):
                                                          enum_of(PartitionsRoutingMode))
     lazy_start_partitioned_producers: bool = option(False, boolean)
     properties: dict[str, str] | None = option(None, optional_dict)
-    batching_type: Any = option(None)
+    #: Default, or KeyBased: a batch then holds the messages of one key, and carries it (producer.py)
+    batching_type: BatchingType = option(BatchingType.Default, of_type(BatchingType, "BatchingType"))
     encryption_key: str | None = option(None, unsupported(NO_ENCRYPTION))
     crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
     #: Shared, or one of the exclusive modes (what the PRODUCER command asks for; see producer.py)
@@ -484,9 +494,11 @@ class ConsumerSettings(Settings):
     #: (on a KeyShared subscription; ignored on the others, as by the official client)
     key_shared_policy: ConsumerKeySharedPolicy | None = option(None, key_shared_policy_arg)
     batch_index_ack_enabled: bool = option(False, boolean)
-    regex_subscription_mode: Any = option(None)
+    regex_subscription_mode: RegexSubscriptionMode = option(
+        RegexSubscriptionMode.PersistentOnly, of_type(RegexSubscriptionMode, "RegexSubscriptionMode"))
     dead_letter_policy: ConsumerDeadLetterPolicy | None = option(None, dead_letter_policy_arg)
-    crypto_failure_action: Any = option(None)
+    crypto_failure_action: ConsumerCryptoFailureAction = option(
+        ConsumerCryptoFailureAction.FAIL, of_type(ConsumerCryptoFailureAction, "ConsumerCryptoFailureAction"))
     #: individual acknowledgements go together at most this often (0: each at once)
     ack_grouping_time_ms: int = option(100, integer(0))
     # not subscribe()'s: a reader's consumer (ReaderSettings.consumer_settings)
@@ -555,7 +567,8 @@ class ReaderSettings(Settings):
     is_read_compacted: bool = option(False, boolean)
     crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
     start_message_id_inclusive: bool = option(False, boolean)
-    crypto_failure_action: Any = option(None)
+    crypto_failure_action: ConsumerCryptoFailureAction = option(
+        ConsumerCryptoFailureAction.FAIL, of_type(ConsumerCryptoFailureAction, "ConsumerCryptoFailureAction"))
 
     # derived
     #: the reader's subscription: ``reader-`` and ten random hex digits, after ``<subscription_role_prefix>-``

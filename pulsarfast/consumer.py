@@ -1397,6 +1397,16 @@ class Consumer:
     def is_connected(self) -> bool:
         return not self.closed and all(c.is_connected() for c in self._topics)
 
+    @from_any_thread()
+    def get_last_message_id(self) -> MessageId:
+        """The id of the last message of the topic (asked of the broker; ``(-1,-1,-1,-1)`` for an
+        empty one). A multi-topics or partitioned consumer raises OperationNotSupported, as the
+        official one does."""
+        self._check_open()
+        if self._multi_topic():
+            raise OperationNotSupported("Pulsar error: OperationNotSupported")
+        return self._topics[0].last_message_id()[0]
+
     def stats(self) -> ConsumerStats:
         """Counts since the consumer was made, in all and per topic or partition
         (see ``ConsumerTopicStats``). Only reads: safe from any thread, and
@@ -1415,7 +1425,7 @@ class Consumer:
         }
 
     @from_any_thread()
-    def seek(self, message_id: MessageId | int) -> None:
+    def seek(self, messageid: MessageId | int) -> None:
         """Reset the subscription to a message id (the message after it comes next,
         as in the official client) or a publish timestamp in ms (the first message
         published at or after it).
@@ -1423,20 +1433,20 @@ class Consumer:
         partition, another id to its own partition. Blocks for the broker's
         answer; raises on failure."""
         self._check_open()
-        if isinstance(message_id, int) and not isinstance(message_id, bool):
-            if message_id < 0:
-                raise ValueError("a seek timestamp is milliseconds since the epoch, not %d" % message_id)
+        if isinstance(messageid, int) and not isinstance(messageid, bool):
+            if messageid < 0:
+                raise ValueError("a seek timestamp is milliseconds since the epoch, not %d" % messageid)
             for consumer in self._topics:
-                consumer.seek(publish_time=message_id)
+                consumer.seek(publish_time=messageid)
             return
-        if not isinstance(message_id, MessageId):
+        if not isinstance(messageid, MessageId):
             raise ValueError("invalid seek argument type %s: a MessageId or a timestamp in ms"
-                             % type(message_id).__name__)
-        if is_earliest(message_id) or is_latest(message_id):
+                             % type(messageid).__name__)
+        if is_earliest(messageid) or is_latest(messageid):
             for consumer in self._topics:
-                consumer.seek(message_id=message_id)
+                consumer.seek(message_id=messageid)
             return
-        self._topic_consumer(message_id, needs_topic=False).seek(message_id=message_id)
+        self._topic_consumer(messageid, needs_topic=False).seek(message_id=messageid)
 
     @from_any_thread()
     def unsubscribe(self) -> None:

@@ -79,7 +79,7 @@ from msgengine.runtime import from_any_thread, monotonic
 from . import proto
 from .config import ProducerSettings
 from .connection import BrokerConnection
-from .enums import PartitionsRoutingMode, ProducerAccessMode
+from .enums import BatchingType, PartitionsRoutingMode, ProducerAccessMode
 from .errors import (
     AlreadyClosed,
     ForkedError,
@@ -232,6 +232,9 @@ class PartitionProducer:
         self._sent = 0  # messages acknowledged by the broker (under the lock)
         self._failed = 0  # messages whose send failed (under the lock)
         self._open: list[tuple[_Send, bytes]] = []  # the open batch: each message's send and entry
+        #: BatchingType.KeyBased: each batch holds the messages of one partition key, which it carries
+        self._key_based = settings.batching_type is BatchingType.KeyBased
+        self._open_key: bytes | None = None  # (the key of the open batch's messages)
         self._open_bytes = 0
         self._batch_timer: Any = None
         self.closed = False
@@ -387,7 +390,12 @@ class PartitionProducer:
                         pairs, key, event_time, _extra = metadata_args
                         entry = encode_batch_entry(
                             proto.batch_entry_metadata(len(payload), pairs, key, event_time, sequence_id), payload)
-                        frames = self._add_to_batch_locked(send, entry)
+                        if self._key_based and self._open and key != self._open_key:
+                            frames = self._close_batch_locked()  # (KeyBased: a batch holds one key)
+                            frames += self._add_to_batch_locked(send, entry)
+                        else:
+                            frames = self._add_to_batch_locked(send, entry)
+                        self._open_key = key
                     else:
                         frames = self._close_batch_locked()  # (the open batch goes first: order is kept)
                         name = self._name_bytes
@@ -458,8 +466,9 @@ class PartitionProducer:
         if codec is not None:
             extra += proto.compression_metadata(codec.type, len(body))
             body = codec.compress(body)
+        key = self._open_key if self._key_based else None  # (the broker's Key_Shared dispatch reads it)
         frame = encode_send_frame(self.producer_id, members[0].sequence_id, name, int(time.time() * 1000),
-                                  body, None, None, 0, extra, count)
+                                  body, None, key, 0, extra, count)
         self._pending.append(_Send(members[0].sequence_id, frame, None, members[0].deadline, None, members))
         return [frame]
 

@@ -91,10 +91,11 @@ class Reader:
             if last.ledger_id() >= 0 and last.entry_id() >= 0:
                 partition.seek(message_id=last)
 
-    def seek(self, message_id: MessageId | int) -> None:
+    def seek(self, messageid: MessageId | int) -> None:
         """Read from a message id (the message after it, or that one with
-        start_message_id_inclusive) or a publish timestamp in ms."""
-        self.consumer.seek(message_id)
+        start_message_id_inclusive) or a publish timestamp in ms (the
+        official parameter name: ``messageid``)."""
+        self.consumer.seek(messageid)
 
     def close(self) -> None:
         self.consumer.close()

@@ -107,7 +107,7 @@ def test_an_unreachable_broker_is_one_line_and_a_failure(command):
     assert_one_line_error(result, "pulsarfast " + command, url, "refused")
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:6650", "pulsar://127.0.0.1:port", "pulsar://"])
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:6650", "pulsar://127.0.0.1:port", "pulsar://"])
 @pytest.mark.parametrize("command", ["tail", "pub"])
 def test_a_bad_service_url_is_one_line_and_a_failure(command, url):
     result = pulsarfast_cli(command, "t", "-u", url, input=b"x\n")

@@ -290,3 +290,35 @@ def test_ctrl_c_in_receive_raises_interrupted(pulsar_broker, pulsar_topic, progr
     assert report == {"raised": "ReceiveInterrupted", "message": "Pulsar error: Interrupted", "interrupted": True,
                       "pulsar_exception": True, "keyboard_interrupt": True, "usable_after": True}, program.report()
     assert issubclass(pulsar.consumer.ReceiveInterrupted, (pulsar.Interrupted, KeyboardInterrupt))
+
+
+# --------------------------------------------------------------------------- 5. get_last_message_id()
+
+
+def last_message_id_steps(lib, client, broker, topic):
+    """(the last id of an empty topic, the last id after two sends and the second send's id, what a
+    consumer of a partitioned topic raises)."""
+    consumer = client.subscribe(topic, "last")
+    empty = str(consumer.get_last_message_id())
+    producer = client.create_producer(topic)
+    producer.send(b"one")
+    second = producer.send(b"two")
+    last = consumer.get_last_message_id()
+    partitioned = topic + "_p"
+    broker.create_partitioned_topic(partitioned, 2)
+    with pytest.raises(lib.OperationNotSupported):
+        client.subscribe(partitioned, "last").get_last_message_id()
+    return empty, (last.ledger_id(), last.entry_id()) == (second.ledger_id(), second.entry_id())
+
+
+@needs_official
+def test_official_get_last_message_id(pulsar_broker, pulsar_topic):
+    client = official_client(pulsar_broker)
+    try:
+        assert last_message_id_steps(official, client, pulsar_broker, pulsar_topic) == ("(-1,-1,-1,-1)", True)
+    finally:
+        client.close()
+
+
+def test_get_last_message_id(client, pulsar_broker, pulsar_topic):
+    assert last_message_id_steps(pulsar, client, pulsar_broker, pulsar_topic) == ("(-1,-1,-1,-1)", True)

@@ -493,3 +493,49 @@ def test_the_official_example_producer_program_works(module, pulsar_broker, puls
         assert [reader.read_next(RECEIVE_MS).data() for _ in range(20)] == [b"hello-%d" % i for i in range(20)]
     finally:
         client.close()
+
+
+# --------------------------------------------------------------------------- KeyBased batching
+
+
+def key_batches(consumer, count):
+    """{(ledger, entry): [keys of the messages of that batch]} of the next count messages."""
+    batches: dict = {}
+    for _ in range(count):
+        msg = consumer.receive(15_000)
+        batches.setdefault((msg.message_id().ledger_id(), msg.message_id().entry_id()), []).append(
+            (msg.partition_key(), msg.data()))
+        consumer.acknowledge(msg)
+    return batches
+
+
+@needs_official
+def test_official_key_based_batching_puts_one_key_in_each_batch(pulsar_broker, pulsar_topic):
+    client = official_client(pulsar_broker)
+    try:
+        consumer = client.subscribe(pulsar_topic, "keys")
+        producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_publish_delay_ms=1000,
+                                          batching_type=official.BatchingType.KeyBased)
+        check_key_based_batches(producer, consumer)
+    finally:
+        client.close()
+
+
+def test_key_based_batching_puts_one_key_in_each_batch(client, pulsar_topic):
+    consumer = client.subscribe(pulsar_topic, "keys")
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_publish_delay_ms=1000,
+                                      batching_type=pulsarfast.BatchingType.KeyBased)
+    check_key_based_batches(producer, consumer)
+
+
+def check_key_based_batches(producer, consumer):
+    keys = ["a", "b", "a", "a", "b", "c"]
+    for index, key in enumerate(keys):
+        producer.send_async(b"%d" % index, None, partition_key=key)
+    producer.flush()
+    batches = key_batches(consumer, len(keys))
+    assert all(len({key for key, _body in members}) == 1 for members in batches.values()), batches
+    assert len(batches) < len(keys)  # (batched: some batch holds more than one message)
+    for key in set(keys):  # each key's messages in the order sent
+        assert [body for members in batches.values() for k, body in members if k == key] == \
+            [b"%d" % i for i, k in enumerate(keys) if k == key]
