@@ -132,3 +132,12 @@ def test_pure_codec_chosen_on_purpose_does_not_warn(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["python", "python"]
     assert "not installed" not in run.stderr
+
+
+def test_every_package_of_the_source_tree_goes_into_the_wheel():
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {str(init.parent.relative_to(REPO)).replace(os.sep, ".")
+               for top in ("nsq", "msgengine", "pulsarfast") for init in (REPO / top).rglob("__init__.py")}
+    assert on_disk - listed == set(), "packages missing from pyproject.toml's [tool.setuptools] packages"
