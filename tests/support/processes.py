@@ -213,12 +213,16 @@ class ServerProcess:
             if ready():
                 return
             if time.monotonic() >= deadline:
-                problem = f"was not ready ({self.ready_check}) within {self.start_timeout:.0f}s"
+                problem = f"was not ready ({self.ready_check}) by its deadline"
                 break
             time.sleep(self.poll_interval)
         self._end(None)
-        raise ServerStartError(f"{self.binary_name} ({self._addresses()}) {problem}; log:\n"
-                               f"{self._run_log(log_offset, tail=self.startup_log_tail)}")
+        kept = tempfile.NamedTemporaryFile("w", prefix=f"{self.binary_name}-failed-start-", suffix=".log",
+                                           delete=False)
+        with kept:  # (the whole log of the run, for a post-mortem: the temp dir goes with the process)
+            kept.write(self._log_since(log_offset))
+        raise ServerStartError(f"{self.binary_name} ({self._addresses()}) {problem}; whole log in {kept.name}; "
+                               f"log:\n{self._run_log(log_offset, tail=self.startup_log_tail)}")
 
     def _end(self, timeout: Optional[float]) -> Optional[int]:
         """End the process: SIGTERM and up to ``timeout`` s to exit (``None``: no SIGTERM), then
