@@ -45,6 +45,7 @@ Layout:
     cryptokeys.py  CryptoKeyReader, EncryptionKey, EncryptionContext (the names; encryption is not done yet)
     exceptions.py  the official pulsar.exceptions module (the exception classes)
     functions/     the official pulsar.functions package: Function, Context, SerDe, PickleSerDe, IdentitySerDe
+    schema/        the official pulsar.schema package: Record and its fields, BytesSchema, StringSchema, JsonSchema, AvroSchema
     metrics.py     the Prometheus collector of producers, consumers and readers (extra `metrics`; not imported here)
 """
 from __future__ import annotations
@@ -88,20 +89,12 @@ from .cryptokeys import CryptoKeyReader, EncryptionContext, EncryptionKey
 from .functions import Context, Function, IdentitySerDe, PickleSerDe, SerDe
 from .messagebatch import MessageBatch
 from .policies import BatchReceivePolicy, DeadLetterPolicyBuilder, KeySharedPolicy
-
-
-class BytesSchema:
-    """The default schema: bytes in, bytes out (the official ``pulsar.schema.BytesSchema``)."""
-
-    def encode(self, data: bytes) -> bytes:
-        return data
-
-    def decode(self, data: bytes) -> bytes:
-        return data
+from . import schema  # the official sub-package (pulsar.schema: Record, JsonSchema, AvroSchema, ...)
+from .schema import BytesSchema
 
 
 __all__ = [
-    "Client", "Producer", "Consumer", "Reader", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
+    "schema", "Client", "Producer", "Consumer", "Reader", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",
     "ForkedError", "ConsumerType", "InitialPosition", "CompressionType", "PartitionsRoutingMode", "HashingScheme",
     "BatchingType", "ProducerAccessMode", "KeySharedMode", "BytesSchema", "ConsumerDeadLetterPolicy", "__version__",
     *EXCEPTION_NAMES,

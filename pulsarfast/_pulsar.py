@@ -26,8 +26,8 @@ The extension's own objects, which the official module wraps:
 
 ``Error`` is the extension's result-and-message pair of its callbacks
 (``errors.ErrorResult``; pulsarfast's callbacks get a ``Result``, as the
-official module's do). Not here: what issue 33 adds:
-``SchemaInfo``, ``TopicRegex`` (pattern subscriptions), ``TableView`` and
+official module's do). ``SchemaInfo`` is ``pulsarfast.schema.info``'s. Not here: what issue 33 adds:
+``TopicRegex`` (pattern subscriptions), ``TableView`` and
 ``TableViewConfiguration``.
 """
 from __future__ import annotations
@@ -74,6 +74,7 @@ from .messagebuilder import MessageBuilder
 from .policies import BatchReceivePolicy, DeadLetterPolicy, DeadLetterPolicyBuilder, KeySharedPolicy
 from .producer import Producer
 from .reader import Reader
+from .schema.info import SchemaInfo
 from .service import ServiceInfo
 
 
@@ -85,5 +86,5 @@ __all__ = [
     "AuthenticationToken", "Client", "ClientConfiguration", "ConsumerConfiguration", "ProducerConfiguration",
     "ReaderConfiguration", "Consumer", "Producer", "Reader", "Message", "MessageBatch", "MessageBuilder",
     "AbstractCryptoKeyReader", "CryptoKeyReader", "EncryptionContext", "EncryptionKey", "BatchReceivePolicy",
-    "DeadLetterPolicy", "DeadLetterPolicyBuilder", "KeySharedPolicy", "Error",
+    "DeadLetterPolicy", "DeadLetterPolicyBuilder", "KeySharedPolicy", "Error", "SchemaInfo",
 ]

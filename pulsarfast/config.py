@@ -36,6 +36,8 @@ from .auth import Authentication
 from .batchreceive import DEFAULT as DEFAULT_BATCH_RECEIVE, ConsumerBatchReceivePolicy, batch_receive_policy_arg
 from .compression import Codec, codec_for
 from .deadletter import ConsumerDeadLetterPolicy
+from . import proto
+from .schema.schema import BytesSchema, Schema
 from .enums import (
     BatchingType,
     CompressionType,
@@ -157,10 +159,27 @@ def enum_of(kind: Callable[[Any], Any]) -> Check:
 
 
 def schema_arg(_name: str, value: Any) -> Any:
-    """Check: no schema, or the bytes schema (the only one pulsarfast has yet)."""
-    if value is not None and type(value).__name__ != "BytesSchema":
-        raise InvalidConfiguration("schemas other than bytes are not supported by pulsarfast yet")
+    """Check: no schema, or a ``pulsarfast.schema`` schema (BytesSchema, StringSchema, JsonSchema, ...)."""
+    if value is not None and not isinstance(value, Schema):
+        raise InvalidConfiguration("schema must be one of pulsarfast.schema's schemas (BytesSchema, StringSchema, "
+                                   "JsonSchema, AvroSchema), not %s" % type(value).__name__)
     return value
+
+
+def value_schema(schema: Schema | None) -> Schema | None:
+    """The schema that encodes and decodes values: None for no schema or bytes (payloads as they are)."""
+    return None if schema is None or isinstance(schema, BytesSchema) else schema
+
+
+def wire_schema(schema: Schema | None) -> bytes | None:
+    """The serialized Schema the PRODUCER and SUBSCRIBE commands carry (None for bytes: none, as
+    the official client sends none)."""
+    if value_schema(schema) is None:
+        return None
+    assert schema is not None
+    info = schema.schema_info()
+    return proto.schema_message(info.name(), info.schema().encode("utf-8"), info.schema_type().value,
+                                info.properties())
 
 
 def of_type(kind: type, type_name: str) -> Check:
@@ -443,8 +462,14 @@ class ProducerSettings(Settings):
     batch_delay: float = dataclasses.field(init=False)
     #: the properties, as the PRODUCER command carries them
     metadata: dict[str, str] = dataclasses.field(init=False)
+    #: encodes what send() is given (None: bytes, sent as they are)
+    value_schema: Schema | None = dataclasses.field(init=False, compare=False)
+    #: the serialized Schema the PRODUCER command carries (None: bytes, none)
+    wire_schema: bytes | None = dataclasses.field(init=False, compare=False)
 
     def _derive(self) -> None:
+        self._set("value_schema", value_schema(self.schema))
+        self._set("wire_schema", wire_schema(self.schema))
         # (ValueError for what is not a CompressionType; InvalidConfiguration when its library is missing)
         self._set("codec", codec_for(self.compression_type))
         if self.chunking_enabled and self.batching_enabled:
@@ -525,8 +550,14 @@ class ConsumerSettings(Settings):
     start_position: StartPosition | None = dataclasses.field(init=False, compare=False)
     #: what one batch_receive() returns at most (the policy given or the default, its count capped)
     batch_receive: ConsumerBatchReceivePolicy = dataclasses.field(init=False, compare=False)
+    #: decodes what Message.value() gives (None: bytes, the payload as it is)
+    value_schema: Schema | None = dataclasses.field(init=False, compare=False)
+    #: the serialized Schema the SUBSCRIBE command carries (None: bytes, none)
+    wire_schema: bytes | None = dataclasses.field(init=False, compare=False)
 
     def _derive(self) -> None:
+        self._set("value_schema", value_schema(self.schema))
+        self._set("wire_schema", wire_schema(self.schema))
         topic = self.topic
         names = [topic] if isinstance(topic, str) else list(topic) if isinstance(topic, (list, tuple)) else []
         topics = tuple(full_topic_name(name) for name in names)
@@ -602,5 +633,5 @@ class ReaderSettings(Settings):
             message_listener=listener, receiver_queue_size=max(1, self.receiver_queue_size),
             consumer_name=self.reader_name, is_read_compacted=self.is_read_compacted,
             initial_position=self.initial_position, start_message_id_inclusive=self.start_message_id_inclusive,
-            durable=False, start_message_id=self.start_message_id,
+            durable=False, start_message_id=self.start_message_id, schema=self.schema,
         )

@@ -370,7 +370,8 @@ class TopicConsumer:
                 consumer_name=settings.consumer_name, initial_position=int(settings.initial_position),
                 read_compacted=settings.is_read_compacted, metadata=settings.metadata,
                 replicate_subscription_state=settings.replicate_subscription_state_enabled,
-                durable=self.durable, start_message_id=start_id, **_key_shared_arguments(settings),
+                durable=self.durable, start_message_id=start_id, schema=settings.wire_schema,
+                **_key_shared_arguments(settings),
             ), self.client.operation_timeout)
         except BaseException:
             conn.unregister_consumer(self.consumer_id, link)
@@ -630,10 +631,12 @@ class TopicConsumer:
                 partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
                 event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
                 sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
+                schema=self.settings.value_schema,
             )]
         messages, skipped = batch_messages(
             split_batch_decoded(payload, batch_size), batch_size, partition, ledger, entry, topic,
-            (publish_time, redelivery_count, producer_name, schema_version, event_time, sequence_id))
+            (publish_time, redelivery_count, producer_name, schema_version, event_time, sequence_id,
+             self.settings.value_schema))
         if skipped:
             self._skip_unread(skipped)
         if b"\x20" in event.command:  # (0x20: CommandMessage.ack_set's tag, maybe: a batch acknowledged in part)

@@ -199,20 +199,23 @@ class Message:
     def __init__(self, data: bytes, message_id: MessageId, topic: str, *, properties: dict[str, str] | None = None,
                  partition_key: str | None = None, ordering_key: bytes | None = None, publish_time: int = 0,
                  event_time: int = 0, redelivery_count: int = 0, producer_name: str = "", sequence_id: int = 0,
-                 schema_version: bytes = b"", null_value: bool = False) -> None:
+                 schema_version: bytes = b"", null_value: bool = False, schema: Any = None) -> None:
         self._data = data
         self._message_id = message_id
         self._topic = topic
         self._single = (properties if properties is not None else {}, partition_key, len(data), False, event_time,
                         ordering_key, sequence_id, null_value)
-        self._shared = (publish_time, redelivery_count, producer_name, schema_version, 0, 0)
+        self._shared = (publish_time, redelivery_count, producer_name, schema_version, 0, 0, schema)
 
     def data(self) -> bytes:
         """The payload, as bytes."""
         return self._data
 
     def value(self) -> Any:
-        """The payload (without a schema: bytes, as the official client's BytesSchema gives)."""
+        """The payload decoded by the consumer's schema (without one, or with BytesSchema: the bytes)."""
+        shared = self._shared
+        if len(shared) > 6 and shared[6] is not None:
+            return shared[6].decode_message(self)
         return self._data
 
     def properties(self) -> dict[str, str]:
@@ -299,7 +302,8 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
     """The Messages of one batch entry, from ``wire.split_batch_decoded``'s
     ``[(single metadata, body), ...]``, each with its own id and all sharing one
     ``BatchDelivery``; ``shared`` is (publish_time, redelivery_count,
-    producer_name, schema_version, event_time, first sequence id). Entries the
+    producer_name, schema_version, event_time, first sequence id[, the schema that decodes
+    values]). Entries the
     broker compacted out are left out; returns (messages, how many left out).
     The consumer's hot path: objects are filled without their constructors."""
     waiting: set[int] = set()

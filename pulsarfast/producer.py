@@ -63,6 +63,12 @@ without its epoch and so waits in the broker's queue again, as the official clie
 
 A message's arguments are checked as the official client checks them, before anything is queued
 (``pulsarfast.sendargs``).
+
+With a schema other than bytes (``schema=``, a ``pulsarfast.schema`` schema), the PRODUCER command
+carries its definition (the broker refuses an incompatible one: ``IncompatibleSchema``), ``send``
+encodes the value through it first (a value it cannot encode raises there, and nothing is queued),
+and every message's metadata carries the schema version the broker's PRODUCER_SUCCESS gave. Without
+one, a send does no schema work at all.
 """
 from __future__ import annotations
 
@@ -209,6 +215,8 @@ class PartitionProducer:
         self.producer_id = client.new_producer_id()
         self.name = settings.producer_name or ""
         self._name_bytes: bytes | None = None  # the name as the frames carry it
+        #: MessageMetadata.schema_version, serialized, from PRODUCER_SUCCESS (b"": none, a producer without schema)
+        self._schema_metadata = b""
         self.user_provided_name = bool(settings.producer_name)
         initial_sequence_id = settings.initial_sequence_id
         self._next_sequence_id = initial_sequence_id + 1 if initial_sequence_id is not None else 0
@@ -266,7 +274,8 @@ class PartitionProducer:
             answer = conn.request(
                 lambda rid: proto.producer(self.topic, self.producer_id, rid, self.name or None,
                                            self.user_provided_name, self._epoch, self.settings.metadata,
-                                           self.settings.initial_subscription_name, access_mode, topic_epoch),
+                                           self.settings.initial_subscription_name, access_mode, topic_epoch,
+                                           self.settings.wire_schema),
                 timeout,
             )
         except BaseException as exc:
@@ -285,6 +294,8 @@ class PartitionProducer:
         with self._lock:
             if answer.topic_epoch is not None:
                 self._topic_epoch = answer.topic_epoch
+            if answer.schema_version and self.settings.wire_schema is not None:
+                self._schema_metadata = proto.schema_version_metadata(answer.schema_version)
             if answer.producer_name != self.name:
                 self.name = answer.producer_name
                 self._name_bytes = None
@@ -401,6 +412,8 @@ class PartitionProducer:
                         name = self._name_bytes
                         if name is None:
                             name = self._name_bytes = self.name.encode("utf-8")
+                        if self._schema_metadata:  # (the schema version each message carries)
+                            metadata_args = metadata_args[:3] + (metadata_args[3] + self._schema_metadata,)
                         frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000),
                                                   payload, *metadata_args)
                         send = _Send(sequence_id, frame, callback, deadline, event)
@@ -461,7 +474,7 @@ class PartitionProducer:
         if name is None:
             name = self._name_bytes = self.name.encode("utf-8")
         body = b"".join(entry for _send, entry in open_batch)
-        extra = proto.f_uint(11, count)
+        extra = proto.f_uint(11, count) + self._schema_metadata
         codec = self.settings.codec
         if codec is not None:
             extra += proto.compression_metadata(codec.type, len(body))
@@ -707,6 +720,7 @@ class Producer:
         self.settings = settings
         self._topic = settings.topic
         self._partitions = partitions
+        self._value_schema = settings.value_schema
         #: what this producer keeps alive for its user (its Client, which hands its parts itself weakly)
         self.keep_alive: object = None
         self._next_partition = random.randrange(len(partitions))
@@ -831,7 +845,10 @@ class Producer:
               ordering_key: Any, sequence_id: Any, replication_clusters: Any, disable_replication: bool,
               event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> _Send:
         # the official client's checks first (sendargs), whatever the producer's state
-        if type(content) is bytes:  # (the common send: no call)
+        schema = self._value_schema
+        if schema is not None:  # (a value the schema cannot encode raises here, before anything is queued)
+            payload = schema.encode(content) if content is not None else b""
+        elif type(content) is bytes:  # (the common send: no call)
             payload = content
         else:
             payload = check_content(content) if content is not None else b""

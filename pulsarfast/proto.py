@@ -187,14 +187,17 @@ def lookup(topic: str, request_id: int, authoritative: bool = False, listener_na
 def producer(topic: str, producer_id: int, request_id: int, producer_name: str | None = None,
              user_provided_name: bool = False, epoch: int = 0,
              metadata: Mapping[str, str] | None = None, initial_subscription_name: str | None = None,
-             access_mode: int = 0, topic_epoch: int | None = None) -> bytes:
+             access_mode: int = 0, topic_epoch: int | None = None, schema: bytes | None = None) -> bytes:
     """CommandProducer. access_mode: ProducerAccessMode's value (0: Shared, left out); topic_epoch: what
-    the broker's PRODUCER_SUCCESS gave an exclusive producer, sent again when it is re-created."""
+    the broker's PRODUCER_SUCCESS gave an exclusive producer, sent again when it is re-created; schema:
+    a serialized Schema (``schema_message``), None for bytes."""
     body = f_str(1, topic) + f_uint(2, producer_id) + f_uint(3, request_id)
     if producer_name:
         body += f_str(4, producer_name)
     if metadata:
         body += key_values(6, metadata)
+    if schema is not None:
+        body += f_bytes(7, schema)
     body += f_uint(8, epoch) + f_bool(9, user_provided_name)
     if access_mode:
         body += f_uint(10, access_mode)
@@ -203,6 +206,23 @@ def producer(topic: str, producer_id: int, request_id: int, producer_name: str |
     if initial_subscription_name:
         body += f_str(13, initial_subscription_name)  # (the broker creates this subscription with the producer)
     return base_command(PRODUCER, body)
+
+
+def schema_message(name: str, schema_data: bytes, schema_type: int,
+                   properties: Mapping[str, str] | None = None) -> bytes:
+    """Schema {name = 1; schema_data = 3; type = 4 (Schema.Type, the values of enums.SchemaType's
+    registered types); properties = 5 (KeyValue)}, what CommandProducer.schema = 7 and
+    CommandSubscribe.schema = 12 carry."""
+    body = f_str(1, name) + f_bytes(3, schema_data) + f_uint(4, schema_type)
+    if properties:
+        body += key_values(5, properties)
+    return body
+
+
+def schema_version_metadata(schema_version: bytes) -> bytes:
+    """MessageMetadata.schema_version = 16, serialized (a producer's, from its PRODUCER_SUCCESS), to
+    follow the other fields (as extra_metadata does)."""
+    return f_bytes(16, schema_version)
 
 
 def send(producer_id: int, sequence_id: int, num_messages: int = 1) -> bytes:
@@ -222,8 +242,9 @@ def subscribe(topic: str, subscription: str, sub_type: int, consumer_id: int, re
               priority_level: int | None = None, metadata: Mapping[str, str] | None = None,
               replicate_subscription_state: bool = False, force_topic_creation: bool = True,
               key_shared_mode: int | None = None, allow_out_of_order: bool = False,
-              hash_ranges: Iterable[tuple[int, int]] = ()) -> bytes:
-    """CommandSubscribe; on a KeyShared subscription (key_shared_mode not None) with its KeySharedMeta
+              hash_ranges: Iterable[tuple[int, int]] = (), schema: bytes | None = None) -> bytes:
+    """CommandSubscribe (schema: a serialized Schema, ``schema_message``, None for bytes); on a KeyShared
+    subscription (key_shared_mode not None) with its KeySharedMeta
     {keySharedMode = 1; hashRanges = 3 (IntRange {start = 1; end = 2}); allowOutOfOrderDelivery = 4}."""
     body = f_str(1, topic) + f_str(2, subscription) + f_uint(3, sub_type) + f_uint(4, consumer_id) + f_uint(5, request_id)
     if consumer_name:
@@ -238,6 +259,8 @@ def subscribe(topic: str, subscription: str, sub_type: int, consumer_id: int, re
         body += key_values(10, metadata)
     if read_compacted:
         body += f_bool(11, True)
+    if schema is not None:
+        body += f_bytes(12, schema)
     body += f_uint(13, initial_position)
     if replicate_subscription_state:
         body += f_bool(14, True)

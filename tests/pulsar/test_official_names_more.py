@@ -23,9 +23,9 @@ import pulsar.functions.serde  # noqa: E402,F401
 pytestmark = pytest.mark.timeout(60)
 
 NOWHERE = "pulsar://127.0.0.1:1"
-NOT_YET = {"TableView", "tableview", "schema", "Callable", "List", "Optional", "Tuple", "Union", "logging", "re",
+NOT_YET = {"TableView", "tableview", "Callable", "List", "Optional", "Tuple", "Union", "logging", "re",
            "timedelta"}  # issue 33's names, and what the official module imports for itself
-NOT_YET_PULSAR = {"SchemaInfo", "TableView", "TableViewConfiguration", "TopicRegex"}
+NOT_YET_PULSAR = {"TableView", "TableViewConfiguration", "TopicRegex"}
 
 
 def outcome(call):
