@@ -40,8 +40,8 @@ from msgengine.supervisor import Supervisor
 
 from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings
 from .connection import BrokerConnection
-from .consumer import Consumer, MessageListener
-from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode
+from .consumer import Consumer, MessageListener, TopicConsumer
+from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode, RegexSubscriptionMode
 from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
@@ -55,6 +55,7 @@ from .logger import route_logs
 from .discovery import Discovery
 from .message import MessageId
 from .owner import Owner, Supervised
+from .pattern import PatternClient, PatternWatch, TopicPattern, list_namespace
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener
@@ -319,14 +320,32 @@ class Client:
         *,
         ack_grouping_time_ms: int = ConsumerSettings.ack_grouping_time_ms,
     ) -> Consumer:
-        """A consumer of subscription_name on one topic, a list of topics, and every partition of each."""
+        """A consumer of subscription_name on one topic, a list of topics, and every partition of each;
+        or on the topics a pattern (``re.compile(...)``) takes, listed again every
+        pattern_auto_discovery_period seconds (pattern.py)."""
         self.check_usable()
         settings = ConsumerSettings.from_arguments(locals())
         consumer = Consumer(self._owner, settings)
         consumer.keep_alive = self  # (its user's reference keeps the client, as the official one's)
+        if settings.pattern is not None:
+            watch = PatternWatch(cast(PatternClient, self._owner), consumer,
+                                 TopicPattern(settings.pattern, settings.regex_subscription_mode),
+                                 settings.pattern_auto_discovery_period)
+            self._start_consumer(consumer, watch.first_topics())
+            consumer.topic_watch = watch
+            watch.start()
+            return consumer
         names = [partition for topic_name in settings.topics for partition in self._partitions_of(topic_name)]
         self._start_consumer(consumer, names)
         return consumer
+
+    def topics_of_namespace(self, namespace: str, mode: RegexSubscriptionMode) -> list[str]:
+        """The topics the broker lists in namespace (a pattern subscription's listing)."""
+        return list_namespace(self._discovery.lookup, namespace, mode, self.operation_timeout)
+
+    def start_topic_consumers(self, consumers: Sequence[TopicConsumer]) -> None:
+        """Subscribe TopicConsumers a pattern subscription joined (errors reach the caller)."""
+        self._start(consumers, lambda c: c.close())
 
     @from_any_thread()
     def create_reader(

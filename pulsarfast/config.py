@@ -253,9 +253,14 @@ def topic_arg(_name: str, value: Any) -> str:
 
 
 def topics_arg(_name: str, value: Any) -> Any:
-    """Check: subscribe()'s topic, one name or a non-empty list of names (a pattern is not supported yet)."""
+    """Check: subscribe()'s topic, one name, a non-empty list of names, or a compiled pattern
+    (``re.compile(...)``; a str is a topic name, as in the official client) whose text names
+    its namespace as a topic name does (``persistent://public/default/prefix-.*``)."""
     if isinstance(value, re.Pattern):
-        raise InvalidConfiguration("pattern subscriptions are not supported by pulsarfast yet")
+        if not isinstance(value.pattern, str):
+            raise ValueError("Argument topic: a pattern of str is expected, not %r" % (value,))
+        full_topic_name(value.pattern)  # (InvalidTopicName: no tenant/namespace in it)
+        return value
     names = [value] if isinstance(value, str) else value
     if not (isinstance(names, (list, tuple)) and names and all(isinstance(topic, str) for topic in names)):
         raise ValueError("Argument topic is expected to be of type 'str' or 'list', not %r" % (value,))
@@ -473,10 +478,7 @@ class ProducerSettings(Settings):
         # (ValueError for what is not a CompressionType; InvalidConfiguration when its library is missing)
         self._set("codec", codec_for(self.compression_type))
         if self.chunking_enabled and self.batching_enabled:
-            raise ValueError("Batching and chunking of messages can't be enabled together")
-        if self.chunking_enabled:
-            raise InvalidConfiguration("chunking is not supported by pulsarfast yet (messages up to the broker's "
-                                       "max message size go whole)")
+            raise ValueError("Batching and chunking of messages can't be enabled together.")
         self._set("send_timeout", self.send_timeout_millis / 1000.0)
         self._set("flush_timeout", self.send_timeout if self.send_timeout_millis else None)
         self._set("batch_delay", self.batching_max_publish_delay_ms / 1000.0)
@@ -492,7 +494,7 @@ class ConsumerSettings(Settings):
     """``subscribe``'s arguments (the official client's, then pulsarfast's
     ``ack_grouping_time_ms``), and what a reader's consumer sets beside them."""
 
-    #: one topic or a list of topics (a pattern is not supported yet)
+    #: one topic, a list of topics, or a pattern (re.compile(...): pattern.py)
     topic: str | list[str] | re.Pattern = option(check=topics_arg)
     subscription_name: str = option(check=subscription_name_arg)
     consumer_type: ConsumerType = option(ConsumerType.Exclusive, enum_of(ConsumerType))
@@ -508,7 +510,8 @@ class ConsumerSettings(Settings):
     negative_ack_redelivery_delay_ms: int = option(60000, integer(0))
     is_read_compacted: bool = option(False, boolean)
     properties: dict[str, str] | None = option(None, optional_dict)
-    pattern_auto_discovery_period: int = option(60)
+    #: seconds between two listings of a pattern's namespace (below 1: 1)
+    pattern_auto_discovery_period: int = option(60, of_type(int, "int"))
     initial_position: InitialPosition = option(InitialPosition.Latest, enum_of(InitialPosition))
     crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
     replicate_subscription_state_enabled: bool = option(False, truth)
@@ -532,8 +535,10 @@ class ConsumerSettings(Settings):
     start_message_id: MessageId | None = None
 
     # derived
-    #: the topics' full names
+    #: the topics' full names (none for a pattern)
     topics: tuple[str, ...] = dataclasses.field(init=False)
+    #: a pattern subscription's pattern (None: topics)
+    pattern: re.Pattern | None = dataclasses.field(init=False, compare=False)
     #: what Consumer.topic() says: the topic, or the topics joined with commas
     label: str = dataclasses.field(init=False)
     #: the messages one topic may hold unread (at least 1)
@@ -562,7 +567,8 @@ class ConsumerSettings(Settings):
         names = [topic] if isinstance(topic, str) else list(topic) if isinstance(topic, (list, tuple)) else []
         topics = tuple(full_topic_name(name) for name in names)
         self._set("topics", topics)
-        self._set("label", ",".join(topics))
+        self._set("pattern", topic if isinstance(topic, re.Pattern) else None)
+        self._set("label", topic.pattern if isinstance(topic, re.Pattern) else ",".join(topics))
         self._set("queue_size", max(1, self.receiver_queue_size))
         self._set("negative_ack_delay", self.negative_ack_redelivery_delay_ms / 1000.0)
         self._set("ack_grouping_seconds", self.ack_grouping_time_ms / 1000.0)

@@ -9,7 +9,9 @@ with its own id, after decompressing a compressed payload; a payload whose
 checksum does not match, or that does not decompress, is reported, not
 delivered, and asked again after the negative-ack delay) and hands them to
 the ``Consumer``'s one queue, which ``receive()`` and the message listener
-read.
+read. The chunks of a chunked message are put back together first
+(``pulsarfast.chunks``): the message is handed out whole, and acknowledging
+(or negatively acknowledging) it does so for each of its chunks.
 
 Flow control. The budget of messages a consumer may hold unread is
 ``receiver_queue_size`` for one topic, and ``min(receiver_queue_size x n,
@@ -119,6 +121,7 @@ from msgengine.flow import FlowControl, LinkCredit
 from msgengine.runtime import ProcessLock, from_any_thread, monotonic, on_fork_in_child, start_os_thread
 
 from . import proto
+from .chunks import ChunkAssembler, ChunkedMessageId
 from .compression import decompress
 from .config import ConsumerSettings
 from .connection import BrokerConnection
@@ -324,6 +327,8 @@ class TopicConsumer:
         #: unread (the broker delivers again what was not acknowledged, in order)
         self.epoch = 0
         self._subscribed_epoch = 0  # (the epoch of the current subscription's first messages)
+        #: the incomplete chunked messages (made at the first chunk)
+        self._chunks: ChunkAssembler | None = None
         #: the hooks of the unacked-message timeout and the dead-letter policy (None when both are off)
         self.redelivery: PartitionRedelivery | None = (
             owner.redelivery.partition(self) if owner.redelivery is not None else None)
@@ -619,7 +624,7 @@ class TopicConsumer:
             if numbers & _ENCRYPTION_FIELDS:
                 raise ProtocolError("encrypted messages are not supported")
             if numbers & _CHUNK_FIELDS:
-                raise ProtocolError("chunked messages are not supported")
+                return self._unchunk(event)
         payload = event.payload
         if compression:  # (ProtocolError when it does not decompress to uncompressed_size bytes: refused)
             payload = decompress(compression, payload, uncompressed_size)
@@ -642,6 +647,40 @@ class TopicConsumer:
         if b"\x20" in event.command:  # (0x20: CommandMessage.ack_set's tag, maybe: a batch acknowledged in part)
             messages = self._drop_acknowledged(event.command, messages)
         return messages
+
+    def _unchunk(self, event: Any) -> list[Message]:
+        """One chunk of a chunked message (pulsarfast.chunks): the whole message once its last
+        chunk arrived, else nothing (the chunk's permit goes back at once)."""
+        (_consumer_id, ledger, entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,
+         publish_time, properties, partition_key, event_time, _batch_size, compression, uncompressed_size,
+         ordering_key, null_value, schema_version, _generic) = event.fields
+        assembler = self._chunks
+        if assembler is None:
+            settings = self.settings
+            assembler = self._chunks = ChunkAssembler(
+                self.topic, settings.max_pending_chunked_message,
+                settings.auto_ack_oldest_chunked_message_on_queue_full, self._ack_entries)
+        payload = event.payload
+        whole = assembler.add(proto.decode(proto.MESSAGE_METADATA, event.metadata),
+                              payload if payload.__class__ is bytes else bytes(payload), (ledger, entry))
+        if whole is None:
+            self._skip_unread(1)
+            return []
+        payload, entries = whole
+        if compression:
+            payload = decompress(compression, payload, uncompressed_size)
+        topic = self.topic
+        return [Message(
+            payload, ChunkedMessageId(self.partition, ledger, entry, topic, entries), topic, properties=properties,
+            partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
+            event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
+            sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
+            schema=self.settings.value_schema,
+        )]
+
+    def _ack_entries(self, entries: list[tuple[int, int]]) -> None:
+        for chunk_entry in entries:
+            self.ack_entry(chunk_entry)
 
     def _drop_acknowledged(self, command: bytes, messages: list[Message]) -> list[Message]:
         """A batch the broker delivers with an ack set (some of its messages were acknowledged by
@@ -681,6 +720,8 @@ class TopicConsumer:
                 if self._batch_index_ack:
                     self._ack_batch_index(message_id, batch)
                 return
+        if message_id.__class__ is ChunkedMessageId:  # (every chunk's entry; the last one's below)
+            self._ack_entries(message_id.chunk_entries[:-1])
         if self.redelivery is not None:
             self.redelivery.acknowledged(message_id.entry_key())
         self._send_ack(proto.ACK_INDIVIDUAL, message_id.to_proto(with_batch_index=False))
@@ -1014,7 +1055,11 @@ class Consumer:
         self._forked = False
         #: what this consumer keeps alive for its user (its Client, which hands its parts itself weakly)
         self.keep_alive: object = None
+        #: (replaced, never changed in place: a pattern's discovery adds and removes topics while
+        #: other tasks go through the list)
         self._topics: list[TopicConsumer] = []
+        #: a pattern subscription's PatternWatch (pattern.py; None for topics), stopped at close
+        self.topic_watch: Any = None
         #: (keyed by topic names; looked up with a message id's topic, None for an id built by hand)
         self._by_topic: dict[str | None, TopicConsumer] = {}
         self._flow = FlowControl(settings.queue_size)
@@ -1034,10 +1079,23 @@ class Consumer:
     def add_topic(self, topic: str, partition: int) -> TopicConsumer:
         # (held weakly: the connection holds the TopicConsumer, and must not keep this consumer alive)
         consumer = TopicConsumer(weakref.proxy(self), topic, partition)
-        self._topics.append(consumer)
+        self._topics = self._topics + [consumer]
         self._by_topic[topic] = consumer
         self._flow.add_link(consumer.credit)
         return consumer
+
+    def remove_topic(self, consumer: TopicConsumer) -> None:
+        """A topic left (a pattern's topic deleted): its TopicConsumer no longer counts here (its
+        caller closes it, then spreads the budget again)."""
+        self._topics = [each for each in self._topics if each is not consumer]
+        if self._by_topic.get(consumer.topic) is consumer:
+            del self._by_topic[consumer.topic]
+        self._flow.remove_conn(consumer.credit.key)
+
+    def _stop_topic_watch(self) -> None:
+        watch = self.topic_watch
+        if watch is not None:
+            watch.close()
 
     def spread_budget(self) -> None:
         """Each TopicConsumer's share of the budget (flow control decides)."""
@@ -1367,6 +1425,9 @@ class Consumer:
         consumer = self._topic_consumer(message_id)
         if consumer.redelivery is not None:
             consumer.redelivery.negatively_acknowledged(message_id)
+        if message_id.__class__ is ChunkedMessageId:  # (every chunk again; the last one's below)
+            for chunk_ledger, chunk_entry in message_id.chunk_entries[:-1]:
+                self._nacks.add(consumer, chunk_ledger, chunk_entry)
         self._nacks.add(consumer, ledger, entry)
         consumer.negatively_acknowledged += 1
 
@@ -1479,6 +1540,7 @@ class Consumer:
         take the checked path, which raises ForkedError, and the delivery timers stop here."""
         self._forked = True
         self._usable = False
+        self._stop_topic_watch()
         self._ready.clear()
         self._nacks.forget_after_fork()
         if self.redelivery is not None:
@@ -1488,6 +1550,7 @@ class Consumer:
         """The client shut down: blocked and later receive() calls raise AlreadyClosed."""
         self.closed = True
         self._usable = False
+        self._stop_topic_watch()
         self._nacks.close()
         if self.redelivery is not None:
             self.redelivery.abort()
@@ -1497,6 +1560,7 @@ class Consumer:
     def _shutdown(self) -> None:
         self.closed = True
         self._usable = False
+        self._stop_topic_watch()
         self._nacks.close()
         if self.redelivery is not None:
             self.redelivery.close()

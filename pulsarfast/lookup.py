@@ -52,7 +52,7 @@ class Lookup:
         self.timeout = timeout
         self._current = 0  # the host lookups go to
 
-    def _service_connection(self) -> Any:
+    def service_connection(self) -> Any:
         """A connection to one of the service URL's hosts: the one that worked
         last, else the next ones in turn."""
         last: BaseException | None = None
@@ -70,7 +70,7 @@ class Lookup:
         raise last
 
     def partitions(self, topic: str) -> int:
-        conn = self._service_connection()
+        conn = self.service_connection()
         answer = conn.request(lambda rid: proto.partitioned_metadata(topic, rid), self.timeout)
         if answer.response == proto.METADATA_FAILED or answer.error is not None:
             raise from_server_error(answer.error, answer.message or "partition metadata of %s failed" % topic)
@@ -92,7 +92,7 @@ class Lookup:
                 self.pool.backend.sleep(delay)
 
     def _broker_for(self, topic: str) -> tuple[str, tuple[str, int], bool]:
-        conn = self._service_connection()
+        conn = self.service_connection()
         authoritative = False
         listener = self.listener_name
         for _ in range(MAX_REDIRECTS):

@@ -34,6 +34,11 @@ With a ``compression_type``, each frame's payload (a message's, or a whole
 batch's) is compressed once, when the frame is built (``pulsarfast.compression``);
 an empty message goes uncompressed.
 
+With ``chunking_enabled`` (batching off), a payload (compressed first) larger than the broker's max
+message size is sent as chunks (``pulsarfast.chunks``): one frame each, all with the message's sequence
+id, each pending on its own so that a reconnect writes them all again in order; the receipts of the
+first ones resolve nothing, the last one's is the message's (its id is the last chunk's entry).
+
 Counts (``Producer.stats()``, which the metrics collector reads at scrape
 time): messages the broker acknowledged and messages whose send failed (an
 error, the send timeout, a close before the receipt), per partition, added
@@ -83,6 +88,7 @@ from typing import Any, Callable, TypedDict
 from msgengine.runtime import from_any_thread, monotonic
 
 from . import proto
+from .chunks import chunk_frames
 from .config import ProducerSettings
 from .connection import BrokerConnection
 from .enums import BatchingType, PartitionsRoutingMode, ProducerAccessMode
@@ -380,7 +386,7 @@ class PartitionProducer:
             pairs, key, event_time, extra = metadata_args
             metadata_args = (pairs, key, event_time, extra + proto.compression_metadata(codec.type, len(payload)))
             payload = codec.compress(payload)
-        if len(payload) > max_size:
+        if len(payload) > max_size and not settings.chunking_enabled:
             raise MessageTooBig("message of %d bytes is larger than the broker's limit of %d" % (len(payload), max_size))
         event = self.backend.event() if wait else None
         while True:
@@ -414,11 +420,15 @@ class PartitionProducer:
                             name = self._name_bytes = self.name.encode("utf-8")
                         if self._schema_metadata:  # (the schema version each message carries)
                             metadata_args = metadata_args[:3] + (metadata_args[3] + self._schema_metadata,)
-                        frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000),
-                                                  payload, *metadata_args)
-                        send = _Send(sequence_id, frame, callback, deadline, event)
-                        self._pending.append(send)
-                        frames.append(frame)
+                        if len(payload) > max_size:  # (chunking_enabled: one SEND per chunk)
+                            send = self._queue_chunks_locked(sequence_id, name, payload, metadata_args, max_size,
+                                                             callback, deadline, event, frames)
+                        else:
+                            frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000),
+                                                      payload, *metadata_args)
+                            send = _Send(sequence_id, frame, callback, deadline, event)
+                            self._pending.append(send)
+                            frames.append(frame)
                     link = self._queue_locked(frames)
                     break
                 if not settings.block_if_queue_full:
@@ -428,6 +438,21 @@ class PartitionProducer:
             room.wait(1.0)
         if link is not None:
             link.conn.flush()  # (outside the lock: see queue_frames)
+        return send
+
+    def _queue_chunks_locked(self, sequence_id: int, name: bytes, payload: bytes, metadata_args: tuple,
+                             max_size: int, callback: SendCallback | None, deadline: float, event: Any,
+                             frames: list[bytes]) -> _Send:
+        """A message larger than max_size as its chunks' frames (pulsarfast.chunks), each pending
+        with the message's sequence id, in order: the broker's receipt of each resolves the oldest;
+        the last chunk's is the message's (the earlier ones count no message: no members)."""
+        chunked = chunk_frames(self.producer_id, sequence_id, name, int(time.time() * 1000), payload,
+                               metadata_args, max_size)
+        for frame in chunked[:-1]:
+            self._pending.append(_Send(sequence_id, frame, None, deadline, None, []))
+        send = _Send(sequence_id, chunked[-1], callback, deadline, event)
+        self._pending.append(send)
+        frames.extend(chunked)
         return send
 
     def _queue_locked(self, frames: list[bytes]) -> "_ProducerLink | None":

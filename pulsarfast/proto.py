@@ -172,6 +172,18 @@ def pong() -> bytes:
     return base_command(PONG, b"")
 
 
+def get_topics_of_namespace(namespace: str, request_id: int, mode: int = 0, topics_pattern: str | None = None,
+                            topics_hash: str | None = None) -> bytes:
+    """GET_TOPICS_OF_NAMESPACE: the namespace's topics (mode 0 persistent, 1 non-persistent, 2 all);
+    with topics_pattern a broker may filter them, with topics_hash answer ``changed=False`` instead."""
+    body = f_uint(1, request_id) + f_str(2, namespace) + f_uint(3, mode)
+    if topics_pattern is not None:
+        body += f_str(4, topics_pattern)
+    if topics_hash is not None:
+        body += f_str(5, topics_hash)
+    return base_command(GET_TOPICS_OF_NAMESPACE, body)
+
+
 def partitioned_metadata(topic: str, request_id: int) -> bytes:
     return base_command(PARTITIONED_METADATA, f_str(1, topic) + f_uint(2, request_id))
 
@@ -380,6 +392,12 @@ def compression_metadata(compression: int, uncompressed_size: int) -> bytes:
     """MessageMetadata's compression and uncompressed_size, serialized, to follow the
     other fields of a compressed payload's metadata (as extra_metadata does)."""
     return f_uint(8, compression) + f_uint(9, uncompressed_size)
+
+
+def chunk_metadata(uuid: str, num_chunks: int, total_size: int, chunk_id: int) -> bytes:
+    """MessageMetadata's chunk fields (uuid, num_chunks_from_msg, total_chunk_msg_size, chunk_id),
+    serialized, to follow the other fields of a chunk's metadata (as extra_metadata does)."""
+    return f_str(26, uuid) + f_uint(27, num_chunks) + f_uint(28, total_size) + f_uint(29, chunk_id)
 
 
 def batch_entry_metadata(payload_size: int, properties: Iterable[tuple[bytes, bytes]] | None, partition_key: bytes | None,
@@ -643,8 +661,13 @@ _command(GET_LAST_MESSAGE_ID_RESPONSE, "CommandGetLastMessageIdResponse", [
     (3, "consumer_mark_delete_position", MSG, MESSAGE_ID_DATA),
 ])
 _command(ACTIVE_CONSUMER_CHANGE, "CommandActiveConsumerChange", [(1, "consumer_id", UINT), (2, "is_active", BOOL)])
+_command(GET_TOPICS_OF_NAMESPACE, "CommandGetTopicsOfNamespace", [
+    (1, "request_id", UINT), (2, "namespace", STR), (3, "mode", UINT), (4, "topics_pattern", STR),
+    (5, "topics_hash", STR),
+])
 _command(GET_TOPICS_OF_NAMESPACE_RESPONSE, "CommandGetTopicsOfNamespaceResponse", [
-    (1, "request_id", UINT), (2, "topics", STR, "repeated"),
+    (1, "request_id", UINT), (2, "topics", STR, "repeated"), (3, "filtered", BOOL), (4, "topics_hash", STR),
+    (5, "changed", BOOL, ("default", True)),
 ])
 AUTH_DATA = Schema("AuthData", [(1, "auth_method_name", STR), (2, "auth_data", BYTES)])
 _command(AUTH_CHALLENGE, "CommandAuthChallenge", [

@@ -1,0 +1,155 @@
+"""Chunked messages: a message larger than the broker's max message size, split by its producer
+into chunks, each its own SEND (and its own entry on the broker), put back together by consumers.
+
+Producing (``chunk_frames``, with ``chunking_enabled=True`` and batching off): the payload (after
+compression) is cut into pieces that fit the broker's limit with their metadata; each piece's
+frame carries the message's metadata, its sequence id, and the chunk fields the official clients
+write: ``uuid`` (the producer's name, "-", the sequence id), ``num_chunks_from_msg``,
+``total_chunk_msg_size`` (the whole payload's size) and ``chunk_id`` (0, 1, ...).
+
+Consuming (``ChunkAssembler``, one per partition consumer, on its connection's reading task):
+chunks are gathered per uuid, so the chunks of messages of several producers may be interleaved;
+a message is handed out whole when its last chunk arrived, its chunks having come in order. At
+most ``max_pending_chunked_message`` incomplete messages are kept: a new one makes room by
+dropping the oldest, whose chunks are acknowledged when
+``auto_ack_oldest_chunked_message_on_queue_full``, else left unacknowledged for the broker to
+deliver again (as the official client does). A chunk that does not continue its message (its
+first chunk was not seen, or one is missing) drops what was gathered of it, unacknowledged.
+
+The whole message's id (``ChunkedMessageId``) is its last chunk's entry, as the official
+client's is, and knows every chunk's entry: acknowledging it acknowledges each, and a negative
+acknowledgement asks for each again.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any, Callable
+
+from . import proto
+from .message import MessageId
+from .wire import encode_send_frame
+
+logger = logging.getLogger(__name__)
+
+#: room left in each chunk's frame for the chunk fields, whose varints vary by a few bytes
+_CHUNK_FIELDS_SLACK = 32
+
+Entry = tuple[int, int]
+
+
+def chunk_frames(producer_id: int, sequence_id: int, name: bytes, publish_time: int, payload: bytes,
+                 metadata_args: tuple, max_size: int) -> list[bytes]:
+    """The SEND frames of a payload larger than max_size: one per chunk, in order, each frame's
+    metadata and payload within max_size (the broker's limit)."""
+    pairs, key, event_time, extra = metadata_args
+    if pairs is not None and not isinstance(pairs, (list, tuple)):
+        pairs = list(pairs.items() if isinstance(pairs, dict) else pairs)  # (encoded once per chunk)
+    uuid = "%s-%d" % (name.decode("utf-8"), sequence_id)
+    total = len(payload)
+    probe = proto.chunk_metadata(uuid, 1, total, 0)
+    overhead = len(encode_send_frame(producer_id, sequence_id, name, publish_time, b"", pairs, key, event_time,
+                                     extra + probe))
+    size = max_size - overhead - _CHUNK_FIELDS_SLACK
+    if size <= 0:
+        raise ValueError("the message's metadata (%d bytes) leaves no room for a chunk within %d bytes"
+                         % (overhead, max_size))
+    count = (total + size - 1) // size
+    view = memoryview(payload)
+    return [encode_send_frame(producer_id, sequence_id, name, publish_time, view[i * size:(i + 1) * size], pairs,
+                              key, event_time, extra + proto.chunk_metadata(uuid, count, total, i))
+            for i in range(count)]
+
+
+class ChunkedMessageId(MessageId):
+    """A chunked message's id: its last chunk's entry, and the entries of all its chunks."""
+
+    __slots__ = ("chunk_entries",)
+
+    def __init__(self, partition: int, ledger_id: int, entry_id: int, topic: str | None,
+                 chunk_entries: list[Entry]) -> None:
+        super().__init__(partition, ledger_id, entry_id, -1, 0, topic)
+        #: (ledger, entry) of every chunk, in order (the last is this id's)
+        self.chunk_entries = chunk_entries
+
+
+class _Partial:
+    __slots__ = ("num_chunks", "total_size", "parts", "entries")
+
+    def __init__(self, num_chunks: int, total_size: int) -> None:
+        self.num_chunks = num_chunks
+        self.total_size = total_size
+        self.parts: list[bytes] = []
+        self.entries: list[Entry] = []
+
+
+class ChunkAssembler:
+    """The incomplete chunked messages of one partition consumer, oldest first.
+
+    ``drop_oldest(entries)`` is called with the chunks' entries of an incomplete message dropped
+    to make room, when they are to be acknowledged (``auto_ack_oldest``)."""
+
+    def __init__(self, topic: str, max_pending: int, auto_ack_oldest: bool,
+                 acknowledge: Callable[[list[Entry]], None]) -> None:
+        self._topic = topic
+        self._max_pending = max_pending  # (0 or less: no bound)
+        self._auto_ack = auto_ack_oldest
+        self._acknowledge = acknowledge
+        self._pending: collections.OrderedDict[str, _Partial] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, metadata: Any, payload: bytes, entry: Entry) -> tuple[bytes, list[Entry]] | None:
+        """One chunk (metadata: the decoded MessageMetadata): the whole payload and every chunk's
+        entry when it completes its message, else None."""
+        uuid: str = metadata.uuid
+        count: int = metadata.num_chunks_from_msg
+        chunk_id: int = metadata.chunk_id
+        pending = self._pending
+        if count < 1 or not 0 <= chunk_id < count:
+            logger.error("[%s] chunk %d of %d of message %r at %d:%d: not a valid chunk; dropped",
+                         self._topic, chunk_id, count, uuid, *entry)
+            return None
+        if chunk_id == 0:
+            if pending.pop(uuid, None) is None:  # (else: delivered again from its start)
+                if 0 < self._max_pending <= len(pending):
+                    self._drop_oldest()
+            partial = pending[uuid] = _Partial(count, metadata.total_chunk_msg_size)
+        else:
+            found = pending.get(uuid)
+            if found is None or len(found.parts) != chunk_id or found.num_chunks != count:
+                if found is not None and chunk_id < len(found.parts) and entry in found.entries:
+                    return None  # (the same entry again)
+                logger.warning("[%s] chunk %d of message %r at %d:%d does not continue what arrived of it; "
+                               "the message is dropped unacknowledged", self._topic, chunk_id, uuid, *entry)
+                pending.pop(uuid, None)
+                return None
+            partial = found
+        partial.parts.append(payload)
+        partial.entries.append(entry)
+        if len(partial.parts) < count:
+            return None
+        del pending[uuid]
+        whole = b"".join(partial.parts)
+        if len(whole) != partial.total_size:
+            logger.error("[%s] chunked message %r: %d bytes arrived, its chunks said %d; dropped unacknowledged",
+                         self._topic, uuid, len(whole), partial.total_size)
+            return None
+        return whole, partial.entries
+
+    def _drop_oldest(self) -> None:
+        uuid, partial = self._pending.popitem(last=False)
+        if self._auto_ack:
+            logger.warning("[%s] more than %d incomplete chunked messages: the oldest (%r) is dropped and "
+                           "acknowledged", self._topic, self._max_pending, uuid)
+            self._acknowledge(partial.entries)
+        else:
+            logger.warning("[%s] more than %d incomplete chunked messages: the oldest (%r) is dropped, "
+                           "unacknowledged", self._topic, self._max_pending, uuid)
+
+    def clear(self) -> None:
+        self._pending.clear()
+
+
+__all__ = ["chunk_frames", "ChunkedMessageId", "ChunkAssembler"]
