@@ -213,10 +213,8 @@ class Message:
 
     def value(self) -> Any:
         """The payload decoded by the consumer's schema (without one, or with BytesSchema: the bytes)."""
-        shared = self._shared
-        if len(shared) > 6 and shared[6] is not None:
-            return shared[6].decode_message(self)
-        return self._data
+        schema = self._shared[6]
+        return schema.decode_message(self) if schema is not None else self._data
 
     def properties(self) -> dict[str, str]:
         return self._single[0]
@@ -302,8 +300,8 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
     """The Messages of one batch entry, from ``wire.split_batch_decoded``'s
     ``[(single metadata, body), ...]``, each with its own id and all sharing one
     ``BatchDelivery``; ``shared`` is (publish_time, redelivery_count,
-    producer_name, schema_version, event_time, first sequence id[, the schema that decodes
-    values]). Entries the
+    producer_name, schema_version, event_time, first sequence id, the schema that decodes
+    values or None). Entries the
     broker compacted out are left out; returns (messages, how many left out).
     The consumer's hot path: objects are filled without their constructors."""
     waiting: set[int] = set()
