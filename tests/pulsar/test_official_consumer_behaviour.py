@@ -19,7 +19,7 @@ import pytest
 
 import pulsarfast as pulsar
 from tests.support.pulsar_helpers import (
-    bodies_of, needs_official, official, official_client, send_all, subscription_stats)
+    official_session, bodies_of, needs_official, official, official_client, send_all, subscription_stats)
 from tests.support.subprocess_programs import Program
 from tests.support.waiting import run_blocking, wait_for
 
@@ -84,11 +84,8 @@ SEEK_EXPECTED = {
 
 @needs_official
 def test_official_consumer_seek_is_exclusive(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         assert seek_steps(official, client, pulsar_topic) == SEEK_EXPECTED
-    finally:
-        client.close()
 
 
 def test_consumer_seek_is_exclusive(client, pulsar_topic):
@@ -115,11 +112,8 @@ SEEK_AGAIN_EXPECTED = ([b"a-2", b"a-3"], [b"a-2", b"a-3"])
 
 @needs_official
 def test_official_seek_target_does_not_come_again(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         assert seek_redeliver_steps(official, client, pulsar_topic) == SEEK_AGAIN_EXPECTED
-    finally:
-        client.close()
 
 
 def test_seek_target_does_not_come_again(client, pulsar_topic):
@@ -172,16 +166,13 @@ PRODUCER_IDS_EXPECTED = {
 
 @needs_official
 def test_official_multi_topic_consumer_refuses_acks_of_bare_ids(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         topics = [pulsar_topic + "-1", pulsar_topic + "-2"]
         assert multi_topic_ack_steps(official, client, topics, topics) == ACK_EXPECTED
         pulsar_broker.create_partitioned_topic(pulsar_topic + "-p", 2)
         assert multi_topic_ack_steps(official, client, [pulsar_topic + "-p"], pulsar_topic + "-p") == ACK_EXPECTED
         # (a producer's ids carry no topic in the official client either)
         assert multi_topic_ack_steps(official, client, topics, topics, ["producer's"]) == PRODUCER_IDS_EXPECTED
-    finally:
-        client.close()
 
 
 def test_multi_topic_consumer_refuses_acks_of_bare_ids(client, pulsar_broker, pulsar_topic, backend):
@@ -313,11 +304,8 @@ def last_message_id_steps(lib, client, broker, topic):
 
 @needs_official
 def test_official_get_last_message_id(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         assert last_message_id_steps(official, client, pulsar_broker, pulsar_topic) == ("(-1,-1,-1,-1)", True)
-    finally:
-        client.close()
 
 
 def test_get_last_message_id(client, pulsar_broker, pulsar_topic):

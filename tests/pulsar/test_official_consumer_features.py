@@ -21,7 +21,7 @@ from pulsarfast import proto
 from pulsarfast.hashing import murmur3_32_hash
 from pulsarfast.message import index_words
 from tests.support.pulsar_helpers import (
-    assert_nothing_more, bodies_of, needs_official, official, official_client, send_all)
+    official_session, bodies_of, needs_official, official, official_client, send_all)
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -43,11 +43,8 @@ def drain(consumer, timeout_ms: int = 1_500) -> list:
 
 
 def run_official(broker, steps, topic):
-    client = official_client(broker)
-    try:
+    with official_session(broker) as client:
         return steps(official, client, topic)
-    finally:
-        client.close()
 
 
 # --------------------------------------------------------------------------- 1. KeyShared policies

@@ -25,7 +25,7 @@ import pulsarfast
 from msgengine.runtime import get_backend
 from pulsarfast import proto
 from tests.support.pulsar_helpers import (
-    OFFICIAL_LOGGER, needs_official, official, official_client)
+    official_session, OFFICIAL_LOGGER, needs_official, official, official_client)
 from tests.support.waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(150)
@@ -105,11 +105,8 @@ REFUSALS_EXPECTED = {
 
 @needs_official
 def test_official_exclusive_producer_is_refused_and_refuses_as_the_broker_says(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         assert refusal_steps(official, client, pulsar_topic) == REFUSALS_EXPECTED
-    finally:
-        client.close()
 
 
 def test_exclusive_producer_is_refused_and_refuses_as_the_broker_says(client, pulsar_topic):
@@ -147,11 +144,8 @@ WAIT_EXPECTED = {"returned while the exclusive one was on the topic": False, "re
 
 @needs_official
 def test_official_wait_for_exclusive_blocks_until_the_exclusive_producer_goes(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         assert wait_for_exclusive_steps(official, client, pulsar_broker, None, pulsar_topic) == WAIT_EXPECTED
-    finally:
-        client.close()
 
 
 def test_wait_for_exclusive_blocks_until_the_exclusive_producer_goes(client, pulsar_broker, pulsar_topic, backend):
@@ -179,11 +173,8 @@ WAIT_TIMEOUT_EXPECTED = {"wait": "Timeout", "exclusive after": "ok"}
 
 @needs_official
 def test_official_wait_for_exclusive_ends_at_the_operation_timeout(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker, operation_timeout_seconds=2)
-    try:
+    with official_session(pulsar_broker, operation_timeout_seconds=2) as client:
         assert wait_timeout_steps(official, client, pulsar_broker, None, pulsar_topic) == WAIT_TIMEOUT_EXPECTED
-    finally:
-        client.close()
 
 
 def test_wait_for_exclusive_ends_at_the_operation_timeout(make_client, pulsar_broker, pulsar_topic, backend):
@@ -511,14 +502,11 @@ def key_batches(consumer, count):
 
 @needs_official
 def test_official_key_based_batching_puts_one_key_in_each_batch(pulsar_broker, pulsar_topic):
-    client = official_client(pulsar_broker)
-    try:
+    with official_session(pulsar_broker) as client:
         consumer = client.subscribe(pulsar_topic, "keys")
         producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_publish_delay_ms=1000,
                                           batching_type=official.BatchingType.KeyBased)
         check_key_based_batches(producer, consumer)
-    finally:
-        client.close()
 
 
 def test_key_based_batching_puts_one_key_in_each_batch(client, pulsar_topic):

@@ -208,3 +208,14 @@ def round_trip(client, topic, count=3, ordered=True):
         consumer.acknowledge(msg)
     assert (received if ordered else sorted(received)) == sent
     return producer, consumer
+
+
+@contextlib.contextmanager
+def official_session(broker, **kwargs):
+    """``official_client(broker, **kwargs)`` for the length of a ``with`` block, closed after it
+    (the official half of a side-by-side test)."""
+    client = official_client(broker, **kwargs)
+    try:
+        yield client
+    finally:
+        client.close()
