@@ -11,6 +11,8 @@ Layout:
     producer.py    Producer (routing over partitions) and PartitionProducer (sends, receipts, resends)
     consumer.py    Consumer (queue, acks, listener, seek) and TopicConsumer (subscribe, permits, batches)
     reader.py      Reader: a non-durable subscription from a chosen position
+    tableview.py   TableView (the official pulsar.tableview): a topic's latest value per key, decoded
+    table.py       RawTableView (_pulsar.TableView): the reader, catching up, following, listeners
     position.py    StartPosition: where a subscription starts, what before it is dropped
     connection.py  BrokerConnection: the engine's driver running the protocol object
     sansio.py      PulsarProtocol: bytes in, events out; commands in, bytes out
@@ -42,10 +44,13 @@ Layout:
     policies.py    _pulsar's BatchReceivePolicy, KeySharedPolicy, DeadLetterPolicyBuilder, DeadLetterPolicy
     messagebatch.py MessageBatch: the messages of a batched entry's payload
     messagebuilder.py _pulsar's MessageBuilder
-    cryptokeys.py  CryptoKeyReader, EncryptionKey, EncryptionContext (the names; encryption is not done yet)
+    cryptokeys.py  CryptoKeyReader, EncryptionKey, EncryptionContext (the names)
+    crypto.py      end-to-end encryption: AES-GCM payloads, RSA-OAEP data keys (the `encryption` extra)
     exceptions.py  the official pulsar.exceptions module (the exception classes)
     functions/     the official pulsar.functions package: Function, Context, SerDe, PickleSerDe, IdentitySerDe
-    schema/        the official pulsar.schema package: Record and its fields, BytesSchema, StringSchema, JsonSchema, AvroSchema
+    schema/        the official pulsar.schema package: Record and its fields, BytesSchema, StringSchema, JsonSchema, AvroSchema, ProtobufNativeSchema
+    schemafetch.py a topic's registered schema by version (GET_SCHEMA): what AvroSchema reads older messages with
+    topicregex.py  _pulsar's TopicRegex
     metrics.py     the Prometheus collector of producers, consumers and readers (extra `metrics`; not imported here)
 """
 from __future__ import annotations
@@ -81,6 +86,8 @@ from .logger import ConsoleLogger, FileLogger, LoggerLevel
 from .message import Message, MessageId
 from .producer import Producer
 from .reader import Reader
+from . import tableview  # the official sub-module (pulsar.tableview)
+from .tableview import TableView
 from .failover import AutoClusterFailover
 from .service import ServiceInfo, ServiceInfoProvider
 from .version import __version__
@@ -104,4 +111,5 @@ __all__ = [
     "ConsumerCryptoFailureAction", "RegexSubscriptionMode", "ConsumerKeySharedPolicy", "ConsumerBatchReceivePolicy",
     "BatchReceivePolicy", "KeySharedPolicy", "DeadLetterPolicyBuilder", "CryptoKeyReader", "EncryptionContext",
     "EncryptionKey", "MessageBatch", "Function", "Context", "SerDe", "PickleSerDe", "IdentitySerDe",
+    "TableView",
 ]

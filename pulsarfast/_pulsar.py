@@ -26,9 +26,13 @@ The extension's own objects, which the official module wraps:
 
 ``Error`` is the extension's result-and-message pair of its callbacks
 (``errors.ErrorResult``; pulsarfast's callbacks get a ``Result``, as the
-official module's do). ``SchemaInfo`` is ``pulsarfast.schema.info``'s. Not here: what issue 33 adds:
-``TopicRegex`` (pattern subscriptions), ``TableView`` and
-``TableViewConfiguration``.
+official module's do). ``SchemaInfo`` is ``pulsarfast.schema.info``'s,
+``TopicRegex`` ``topicregex.py``'s (``Client.subscribe`` takes one).
+``TableView`` is ``table.RawTableView`` (values as bytes: ``get(key)`` is a
+``(found, value)`` pair, ``size()``, ``for_each``, ``for_each_and_listen``,
+``close()``; ``TableView()`` is an empty one, as there) and
+``TableViewConfiguration`` is configuration.py's: ``_pulsar.Client``'s
+``create_table_view(topic, TableViewConfiguration)`` returns the former.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from .configuration import (
     ConsumerConfiguration,
     ProducerConfiguration,
     ReaderConfiguration,
+    TableViewConfiguration,
 )
 from .consumer import Consumer
 from .cryptokeys import AbstractCryptoKeyReader
@@ -76,6 +81,8 @@ from .producer import Producer
 from .reader import Reader
 from .schema.info import SchemaInfo
 from .service import ServiceInfo
+from .table import RawTableView as TableView
+from .topicregex import TopicRegex
 
 
 __all__ = [
@@ -86,5 +93,6 @@ __all__ = [
     "AuthenticationToken", "Client", "ClientConfiguration", "ConsumerConfiguration", "ProducerConfiguration",
     "ReaderConfiguration", "Consumer", "Producer", "Reader", "Message", "MessageBatch", "MessageBuilder",
     "AbstractCryptoKeyReader", "CryptoKeyReader", "EncryptionContext", "EncryptionKey", "BatchReceivePolicy",
-    "DeadLetterPolicy", "DeadLetterPolicyBuilder", "KeySharedPolicy", "Error", "SchemaInfo",
+    "DeadLetterPolicy", "DeadLetterPolicyBuilder", "KeySharedPolicy", "Error", "SchemaInfo", "TopicRegex",
+    "TableView", "TableViewConfiguration",
 ]

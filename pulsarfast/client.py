@@ -38,7 +38,7 @@ from msgengine.backoff import reconnect_delay
 from msgengine.runtime import Backend, ProcessLock, fork_generation, from_any_thread, monotonic, on_fork_in_child
 from msgengine.supervisor import Supervisor
 
-from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings
+from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings, TableViewSettings
 from .connection import BrokerConnection
 from .consumer import Consumer, MessageListener, TopicConsumer
 from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode, RegexSubscriptionMode
@@ -55,11 +55,14 @@ from .logger import route_logs
 from .discovery import Discovery
 from .message import MessageId
 from .owner import Owner, Supervised
-from .pattern import PatternClient, PatternWatch, TopicPattern, list_namespace
+from .pattern import PatternClient, PatternWatch, TopicPattern, list_namespace, open_topic_watch
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener
+from .schemafetch import attach_schema_source
 from .service import ServiceInfo
+from .table import RawTableView
+from .tableview import TableView
 from .topics import full_topic_name, partition_name
 
 logger = logging.getLogger(__name__)
@@ -126,6 +129,8 @@ class Client:
         self._consumer_ids = itertools.count()
         self._producers: list[Producer] = []
         self._consumers: list[Consumer] = []
+        #: the table views not closed yet (each follows its topic until closed, as the official ones do)
+        self._table_views: list[RawTableView] = []
         self._fork_generation = fork_generation()  # the process whose connections the client uses
         self._fork_lock = ProcessLock()
         self._closed = False
@@ -319,12 +324,15 @@ class Client:
         crypto_failure_action: Any = ConsumerSettings.crypto_failure_action,
         *,
         ack_grouping_time_ms: int = ConsumerSettings.ack_grouping_time_ms,
+        expire_time_of_incomplete_chunked_message_ms: int = (
+            ConsumerSettings.expire_time_of_incomplete_chunked_message_ms),
     ) -> Consumer:
         """A consumer of subscription_name on one topic, a list of topics, and every partition of each;
         or on the topics a pattern (``re.compile(...)``) takes, listed again every
         pattern_auto_discovery_period seconds (pattern.py)."""
         self.check_usable()
         settings = ConsumerSettings.from_arguments(locals())
+        attach_schema_source(settings.schema, self._owner)
         consumer = Consumer(self._owner, settings)
         consumer.keep_alive = self  # (its user's reference keeps the client, as the official one's)
         if settings.pattern is not None:
@@ -338,6 +346,10 @@ class Client:
         names = [partition for topic_name in settings.topics for partition in self._partitions_of(topic_name)]
         self._start_consumer(consumer, names)
         return consumer
+
+    def watch_namespace(self, namespace: str, sink: Any) -> tuple[Any, int] | None:
+        """A topic-list watch of namespace for a pattern subscription (None: the broker takes none)."""
+        return open_topic_watch(self._discovery.lookup, namespace, sink, self.operation_timeout)
 
     def topics_of_namespace(self, namespace: str, mode: RegexSubscriptionMode) -> list[str]:
         """The topics the broker lists in namespace (a pattern subscription's listing)."""
@@ -364,7 +376,13 @@ class Client:
     ) -> Reader:
         """A reader of topic from start_message_id (MessageId.earliest, MessageId.latest or a stored id)."""
         self.check_usable()
-        settings = ReaderSettings.from_arguments(locals())
+        return self.open_reader(ReaderSettings.from_arguments(locals()))
+
+    def open_reader(self, settings: ReaderSettings) -> Reader:
+        """A reader made from its settings (create_reader's, or a table view's), subscribed now
+        on every partition of its topic."""
+        self.check_usable()
+        attach_schema_source(settings.schema, self._owner)
         names = self._partitions_of(settings.topic)
         settings.check_partitions(len(names) if names[0][1] >= 0 else 0)
         reader = Reader(self._owner, settings)
@@ -372,6 +390,31 @@ class Client:
         self._start_consumer(reader.consumer, names, reader.start_at_last_message
                              if settings.starts_at_last_message else None)
         return reader
+
+    @from_any_thread()
+    def create_table_view(
+        self,
+        topic: str,
+        subscription_name: str | None = TableViewSettings.subscription_name,
+        schema: Any = TableViewSettings.schema,
+    ) -> TableView:
+        """A table view of topic (tableview.py, table.py): returned once it holds what the topic holds."""
+        settings = TableViewSettings.from_arguments(locals())
+        return TableView(self.open_table_view(settings), settings.topic, settings.subscription_name,
+                         settings.schema)
+
+    @from_any_thread()
+    def open_table_view(self, settings: TableViewSettings) -> RawTableView:
+        """The table view of its settings, started (the client closes its reader at close())."""
+        reader = self.open_reader(settings.reader_settings())
+        table_view = RawTableView(reader)
+        try:
+            table_view.start()
+        except BaseException:
+            reader.close()
+            raise
+        self._table_views = [each for each in self._table_views if not each.closed] + [table_view]
+        return table_view
 
     def _start_consumer(self, consumer: Consumer, names: list[tuple[str, int]],
                         then: Callable[[], None] | None = None) -> None:
@@ -451,6 +494,8 @@ class Client:
         self._pool.close(join_timeout=TASK_END_SECONDS)
         for consumer in closing:
             consumer.join_listener(TASK_END_SECONDS)
+        for table_view in self._table_views:
+            table_view.join(TASK_END_SECONDS)
 
     @from_any_thread()
     def shutdown(self) -> None:

@@ -35,6 +35,8 @@ from msgengine.runtime import BackendSetting
 from .auth import Authentication
 from .batchreceive import DEFAULT as DEFAULT_BATCH_RECEIVE, ConsumerBatchReceivePolicy, batch_receive_policy_arg
 from .compression import Codec, codec_for
+from .crypto import PayloadDecryptor, PayloadEncryptor, key_names
+from .cryptokeys import CryptoKeyReader
 from .deadletter import ConsumerDeadLetterPolicy
 from . import proto
 from .schema.schema import BytesSchema, Schema
@@ -68,7 +70,6 @@ Listener = Callable[[Any, Message], None]
 MIN_UNACKED_TIMEOUT_MS = 1000
 #: the official message when an optional name is not a str (the other one: producer_name's)
 EITHER_NONE_OR_STR = "Argument %s is expected to be either None or of type 'str'"
-NO_ENCRYPTION = "end-to-end encryption is not supported by pulsarfast"
 
 _CHECK = "check"
 
@@ -139,6 +140,13 @@ def callable_or_none(name: str, value: Any) -> Any:
     """Check: None or a callable."""
     if value is not None and not callable(value):
         raise ValueError("%s must be callable" % name)
+    return value
+
+
+def crypto_key_reader_arg(name: str, value: Any) -> Any:
+    """Check: None or a ``pulsar.CryptoKeyReader`` (the official check and message)."""
+    if value is not None and not isinstance(value, CryptoKeyReader):
+        raise ValueError("Argument %s is expected to be either None or of type 'CryptoKeyReader'" % name)
     return value
 
 
@@ -447,8 +455,9 @@ class ProducerSettings(Settings):
     properties: dict[str, str] | None = option(None, optional_dict)
     #: Default, or KeyBased: a batch then holds the messages of one key, and carries it (producer.py)
     batching_type: BatchingType = option(BatchingType.Default, of_type(BatchingType, "BatchingType"))
-    encryption_key: str | None = option(None, unsupported(NO_ENCRYPTION))
-    crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
+    #: the name of the key the payloads are encrypted for (with crypto_key_reader: both, or no encryption)
+    encryption_key: str | None = option(None, optional_str())
+    crypto_key_reader: CryptoKeyReader | None = option(None, crypto_key_reader_arg)
     #: Shared, or one of the exclusive modes (what the PRODUCER command asks for; see producer.py)
     access_mode: ProducerAccessMode = option(ProducerAccessMode.Shared, access_mode_arg)
     #: message_router(message, partitions) -> the partition's index
@@ -471,10 +480,17 @@ class ProducerSettings(Settings):
     value_schema: Schema | None = dataclasses.field(init=False, compare=False)
     #: the serialized Schema the PRODUCER command carries (None: bytes, none)
     wire_schema: bytes | None = dataclasses.field(init=False, compare=False)
+    #: encrypts each frame's payload, after compression (None: not encrypted; crypto.py)
+    encryptor: PayloadEncryptor | None = dataclasses.field(init=False, compare=False)
 
     def _derive(self) -> None:
         self._set("value_schema", value_schema(self.schema))
         self._set("wire_schema", wire_schema(self.schema))
+        # (as the official client: encryption takes both a key name and a key reader; ImportError without
+        # the cryptography library; a key that cannot be read fails each send with CryptoError)
+        names = key_names(self.encryption_key)
+        self._set("encryptor", PayloadEncryptor(names, self.crypto_key_reader, self.topic)
+                  if names and self.crypto_key_reader is not None else None)
         # (ValueError for what is not a CompressionType; InvalidConfiguration when its library is missing)
         self._set("codec", codec_for(self.compression_type))
         if self.chunking_enabled and self.batching_enabled:
@@ -492,7 +508,7 @@ class ProducerSettings(Settings):
 @dataclasses.dataclass(frozen=True)
 class ConsumerSettings(Settings):
     """``subscribe``'s arguments (the official client's, then pulsarfast's
-    ``ack_grouping_time_ms``), and what a reader's consumer sets beside them."""
+    ``ack_grouping_time_ms`` and ``expire_time_of_incomplete_chunked_message_ms``), and what a reader's consumer sets beside them."""
 
     #: one topic, a list of topics, or a pattern (re.compile(...): pattern.py)
     topic: str | list[str] | re.Pattern = option(check=topics_arg)
@@ -513,7 +529,7 @@ class ConsumerSettings(Settings):
     #: seconds between two listings of a pattern's namespace (below 1: 1)
     pattern_auto_discovery_period: int = option(60, of_type(int, "int"))
     initial_position: InitialPosition = option(InitialPosition.Latest, enum_of(InitialPosition))
-    crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
+    crypto_key_reader: CryptoKeyReader | None = option(None, crypto_key_reader_arg)
     replicate_subscription_state_enabled: bool = option(False, truth)
     max_pending_chunked_message: int = option(10)
     auto_ack_oldest_chunked_message_on_queue_full: bool = option(False)
@@ -529,6 +545,9 @@ class ConsumerSettings(Settings):
         ConsumerCryptoFailureAction.FAIL, of_type(ConsumerCryptoFailureAction, "ConsumerCryptoFailureAction"))
     #: individual acknowledgements go together at most this often (0: each at once)
     ack_grouping_time_ms: int = option(100, integer(0))
+    #: an incomplete chunked message whose first chunk came this long ago is dropped and its chunks
+    #: acknowledged (the C++ and Java clients' expireTimeOfIncompleteChunkedMessage, 60 s by default)
+    expire_time_of_incomplete_chunked_message_ms: int = option(60000, integer(1))
     # not subscribe()'s: a reader's consumer (ReaderSettings.consumer_settings)
     #: False: a non-durable subscription, which starts at start_message_id
     durable: bool = True
@@ -559,10 +578,14 @@ class ConsumerSettings(Settings):
     value_schema: Schema | None = dataclasses.field(init=False, compare=False)
     #: the serialized Schema the SUBSCRIBE command carries (None: bytes, none)
     wire_schema: bytes | None = dataclasses.field(init=False, compare=False)
+    #: decrypts encrypted messages (None: no crypto_key_reader; crypto.py, and crypto_failure_action)
+    decryptor: PayloadDecryptor | None = dataclasses.field(init=False, compare=False)
 
     def _derive(self) -> None:
         self._set("value_schema", value_schema(self.schema))
         self._set("wire_schema", wire_schema(self.schema))
+        reader = self.crypto_key_reader
+        self._set("decryptor", PayloadDecryptor(reader, self.subscription_name) if reader is not None else None)
         topic = self.topic
         names = [topic] if isinstance(topic, str) else list(topic) if isinstance(topic, (list, tuple)) else []
         topics = tuple(full_topic_name(name) for name in names)
@@ -602,7 +625,7 @@ class ReaderSettings(Settings):
     reader_name: str | None = option(None, optional_str())
     subscription_role_prefix: str | None = option(None, optional_str())
     is_read_compacted: bool = option(False, boolean)
-    crypto_key_reader: Any = option(None, unsupported(NO_ENCRYPTION))
+    crypto_key_reader: CryptoKeyReader | None = option(None, crypto_key_reader_arg)
     start_message_id_inclusive: bool = option(False, boolean)
     crypto_failure_action: ConsumerCryptoFailureAction = option(
         ConsumerCryptoFailureAction.FAIL, of_type(ConsumerCryptoFailureAction, "ConsumerCryptoFailureAction"))
@@ -640,4 +663,25 @@ class ReaderSettings(Settings):
             consumer_name=self.reader_name, is_read_compacted=self.is_read_compacted,
             initial_position=self.initial_position, start_message_id_inclusive=self.start_message_id_inclusive,
             durable=False, start_message_id=self.start_message_id, schema=self.schema,
+            crypto_key_reader=self.crypto_key_reader, crypto_failure_action=self.crypto_failure_action,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class TableViewSettings(Settings):
+    """``create_table_view``'s arguments (the official client's checks and messages)."""
+
+    #: (kept as given: the table view's str() shows it so; the reader's settings take its full name)
+    topic: str = option(check=str_arg)
+    #: the reader's subscription (None or "": ``reader-`` and ten random hex digits, as a reader's)
+    subscription_name: str | None = option(None, optional_str())
+    #: decodes the values (and is the reader's schema: the broker checks it against the topic's)
+    schema: Schema = option(BytesSchema(), of_type(Schema, "Schema"))
+
+    def reader_settings(self) -> ReaderSettings:
+        """The table view's reader: compacted reads of the whole topic from the earliest message."""
+        settings = ReaderSettings(topic=self.topic, start_message_id=MessageId.earliest, schema=self.schema,
+                                  is_read_compacted=True)
+        if self.subscription_name:
+            settings._set("subscription_name", self.subscription_name)
+        return settings

@@ -24,8 +24,17 @@ the official ones, apply). ``Client(service_url, ClientConfiguration)`` is a
 start_message_id, conf)`` also take a configuration; they return pulsarfast's
 ``Producer``, ``Consumer`` and ``Reader``, whose methods are the top-level
 classes' (``send(content, ...)``), not the extension's (``send(message)``).
-Schemas and ``TableViewConfiguration`` belong to issue 33: ``schema()`` is not
-an option here.
+The producer's, consumer's and reader's ``schema()`` reads (default: the
+BYTES ``SchemaInfo``) or sets a ``_pulsar.SchemaInfo``: the factories register
+it with the broker (``pulsarfast.schema.given``), and payloads stay bytes both
+ways, as the extension's. ``Client.get_schema_info(topic, version)`` is the
+extension's: the topic's registered schema of that version (negative: the
+latest; ``pulsarfast.schemafetch``). ``subscribe`` also takes a
+``TopicRegex`` as its topic: the pattern subscription of its pattern.
+``TableViewConfiguration`` has two set-only options, ``subscription_name``
+and ``schema`` (each returns None, as there); ``create_table_view(topic,
+TableViewConfiguration)`` returns the extension's table view, a
+``table.RawTableView`` (bytes values).
 """
 from __future__ import annotations
 
@@ -34,7 +43,9 @@ from typing import Any, Callable, Mapping
 
 from .auth import Authentication
 from .client import Client as FastClient
+from .config import TableViewSettings
 from .consumer import Consumer
+from .cryptokeys import AbstractCryptoKeyReader, CryptoKeyReader
 from .deadletter import ConsumerDeadLetterPolicy
 from .enums import (
     BatchingType,
@@ -45,6 +56,7 @@ from .enums import (
     PartitionsRoutingMode,
     ProducerAccessMode,
     RegexSubscriptionMode,
+    SchemaType,
 )
 from .keyshared import ConsumerKeySharedPolicy
 from .logger import ConsoleLogger, FileLogger, LoggerLevel
@@ -52,11 +64,19 @@ from .message import MessageId
 from .policies import BatchReceivePolicy, DeadLetterPolicy, KeySharedPolicy
 from .producer import Producer
 from .reader import Reader
+from .schema.given import schema_of_info
+from .schema.info import SchemaInfo
+from .schemafetch import SchemaSource
+from .topicregex import TopicRegex
+from .topics import full_topic_name
 
-__all__ = ["ClientConfiguration", "ProducerConfiguration", "ConsumerConfiguration", "ReaderConfiguration", "Client",
+__all__ = ["ClientConfiguration", "ProducerConfiguration", "ConsumerConfiguration", "ReaderConfiguration", "TableViewConfiguration",
+           "Client",
            "convert_int", "convert_int64", "convert_bool", "convert_str"]
 
 _INT32 = 1 << 31
+#: what a configuration's schema() reads until set (the extension's default)
+BYTES_SCHEMA_INFO = SchemaInfo(SchemaType.BYTES, "BYTES", "")
 _INT64 = 1 << 63
 Converter = Callable[[str, Any], Any]
 
@@ -148,7 +168,9 @@ class Configuration:
         return {self.KEYWORDS.get(name, name): self._keyword_value(name, value) for name, value in self._values.items()}
 
     def _keyword_value(self, name: str, value: Any) -> Any:
-        return value
+        if isinstance(value, AbstractCryptoKeyReader):  # (create_producer and subscribe take the pulsar one)
+            return CryptoKeyReader.of(value)
+        return schema_of_info(value) if isinstance(value, SchemaInfo) else value
 
     def __repr__(self) -> str:
         return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % item for item in sorted(self._values.items())))
@@ -212,6 +234,7 @@ class ProducerConfiguration(Configuration):
     partitions_routing_mode = option("partitions_routing_mode", PartitionsRoutingMode.RoundRobinDistribution,
                                      convert_enum(PartitionsRoutingMode))
     producer_name = option("producer_name", "", convert_str)
+    schema = option("schema", BYTES_SCHEMA_INFO, convert_instance(SchemaInfo))
     send_timeout_millis = option("send_timeout_millis", 30000, convert_int)
 
     def property(self, key: str, value: str) -> "ProducerConfiguration":
@@ -265,6 +288,7 @@ class ConsumerConfiguration(Configuration):
                                      convert_enum(RegexSubscriptionMode))
     replicate_subscription_state_enabled = option("replicate_subscription_state_enabled", False, convert_bool,
                                                   chain=False)
+    schema = option("schema", BYTES_SCHEMA_INFO, convert_instance(SchemaInfo))
     start_message_id_inclusive = option("start_message_id_inclusive", False, convert_bool)
     subscription_initial_position = option("subscription_initial_position", InitialPosition.Latest,
                                            convert_enum(InitialPosition), chain=False)
@@ -276,7 +300,7 @@ class ConsumerConfiguration(Configuration):
         return self
 
     def _keyword_value(self, name: str, value: Any) -> Any:
-        return _consumer_policy(name, value)
+        return _consumer_policy(name, super()._keyword_value(name, value))
 
 
 class ReaderConfiguration(Configuration):
@@ -291,8 +315,16 @@ class ReaderConfiguration(Configuration):
     reader_listener = option("reader_listener", None, convert_callable, readable=False)
     reader_name = option("reader_name", "", convert_str, chain=False)
     receiver_queue_size = option("receiver_queue_size", 1000, convert_int, chain=False)
+    schema = option("schema", BYTES_SCHEMA_INFO, convert_instance(SchemaInfo))
     start_message_id_inclusive = option("start_message_id_inclusive", False, convert_bool)
     subscription_role_prefix = option("subscription_role_prefix", "", convert_str, chain=False)
+
+
+class TableViewConfiguration(Configuration):
+    """``_pulsar.TableViewConfiguration()``: set-only options, whose setters return None."""
+
+    schema = option("schema", None, convert_instance(SchemaInfo), chain=False, readable=False)
+    subscription_name = option("subscription_name", None, convert_str, chain=False, readable=False)
 
 
 def _configuration(kind: type[Configuration], method: str, value: Any) -> Configuration:
@@ -315,6 +347,8 @@ class Client(FastClient):
 
     def subscribe(self, topic: Any, subscription_name: str, *args: Any,
                   **kwargs: Any) -> Consumer:
+        if isinstance(topic, TopicRegex):
+            topic = topic.compiled()
         if len(args) == 1 and not kwargs and isinstance(args[0], ConsumerConfiguration):
             return super().subscribe(topic, subscription_name, **args[0].kwargs())
         return super().subscribe(topic, subscription_name, *args, **kwargs)
@@ -324,3 +358,14 @@ class Client(FastClient):
         if len(args) == 1 and not kwargs and isinstance(args[0], ReaderConfiguration):
             return super().create_reader(topic, start_message_id, **args[0].kwargs())
         return super().create_reader(topic, start_message_id, *args, **kwargs)
+
+    def get_schema_info(self, topic: str, version: int) -> SchemaInfo:
+        """The topic's registered schema of version (negative: the latest), as the extension's."""
+        name = full_topic_name(convert_str("get_schema_info", topic))
+        return SchemaSource(self).get_schema_info(name, convert_int64("get_schema_info", version))
+
+    def create_table_view(self, topic: str, *args: Any, **kwargs: Any) -> Any:
+        """With a TableViewConfiguration: the extension's table view (``table.RawTableView``)."""
+        if len(args) == 1 and not kwargs and isinstance(args[0], TableViewConfiguration):
+            return self.open_table_view(TableViewSettings(topic=topic, **args[0].kwargs()))
+        return super().create_table_view(topic, *args, **kwargs)

@@ -50,6 +50,7 @@ from .sansio import (
     SendError,
     SendReceipt,
     State,
+    TopicListChanged,
 )
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,14 @@ class ConsumerSink(Protocol):
     def on_end_of_topic(self) -> None: ...
 
     def on_active_change(self, is_active: bool) -> None: ...
+
+    def on_closed(self, reason: BaseException) -> None: ...
+
+
+class TopicListSink(Protocol):
+    """What a connection tells a topic-list watch registered under its watcher id."""
+
+    def on_topics_changed(self, new_topics: list[str], deleted_topics: list[str]) -> None: ...
 
     def on_closed(self, reason: BaseException) -> None: ...
 
@@ -120,6 +129,7 @@ class BrokerConnection(Driver[PulsarProtocol]):
         )
         self._producers: dict[int, ProducerSink] = {}
         self._consumers: dict[int, ConsumerSink] = {}
+        self._watchers: dict[int, TopicListSink] = {}
         self._keep_alive: Any = None
         self.server_version = ""
         self.max_message_size = 5 * 1024 * 1024
@@ -243,6 +253,18 @@ class BrokerConnection(Driver[PulsarProtocol]):
         if self._consumers.get(consumer_id) is sink:
             del self._consumers[consumer_id]
 
+    @property
+    def supports_topic_watchers(self) -> bool:
+        """The broker said (in CONNECTED) that it takes WATCH_TOPIC_LIST."""
+        return self.protocol.supports_topic_watchers
+
+    def register_watcher(self, watcher_id: int, sink: TopicListSink) -> None:
+        self._watchers[watcher_id] = sink
+
+    def unregister_watcher(self, watcher_id: int, sink: TopicListSink) -> None:
+        if self._watchers.get(watcher_id) is sink:
+            del self._watchers[watcher_id]
+
     # -- events ---------------------------------------------------------------
 
     def handle_events(self, events: list) -> None:
@@ -289,6 +311,10 @@ class BrokerConnection(Driver[PulsarProtocol]):
                 consumer = self._consumers.get(event.consumer_id)
                 if consumer is not None:
                     consumer.on_active_change(event.is_active)
+            elif kind is TopicListChanged:
+                watcher = self._watchers.get(event.watcher_id)
+                if watcher is not None:
+                    watcher.on_topics_changed(event.new_topics, event.deleted_topics)
 
     # -- commands ---------------------------------------------------------------
 
@@ -340,9 +366,11 @@ class BrokerConnection(Driver[PulsarProtocol]):
                 pass
         reason = NotConnected("connection to %s closed%s" % (
             self.name, ": %s" % (self.close_error,) if self.close_error else ""))
-        sinks: list[Any] = list(self._producers.values()) + list(self._consumers.values())
+        sinks: list[Any] = (list(self._producers.values()) + list(self._consumers.values())
+                            + list(self._watchers.values()))
         self._producers.clear()
         self._consumers.clear()
+        self._watchers.clear()
         for sink in sinks:
             try:
                 sink.on_closed(reason)

@@ -125,7 +125,8 @@ from .chunks import ChunkAssembler, ChunkedMessageId
 from .compression import decompress
 from .config import ConsumerSettings
 from .connection import BrokerConnection
-from .enums import ConsumerType
+from .crypto import encryption_context, encryption_metadata
+from .enums import ConsumerCryptoFailureAction, ConsumerType
 from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
@@ -619,13 +620,22 @@ class TopicConsumer:
         (_consumer_id, ledger, entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,
          publish_time, properties, partition_key, event_time, batch_size, compression, uncompressed_size,
          ordering_key, null_value, schema_version, generic) = event.fields
+        payload = event.payload
+        encryption = None  # (an encrypted message's context: crypto.encryption_context)
         if generic:
             numbers = set(read_fields(event.metadata)[::2])
-            if numbers & _ENCRYPTION_FIELDS:
-                raise ProtocolError("encrypted messages are not supported")
             if numbers & _CHUNK_FIELDS:
-                return self._unchunk(event)
-        payload = event.payload
+                return self._unchunk(event)  # (decrypted once whole)
+            if numbers & _ENCRYPTION_FIELDS:
+                record = encryption_metadata(event.metadata)  # (ProtocolError when malformed: refused)
+                if record.encryption_keys:  # (decrypted before decompression)
+                    opened = self._decrypt(record, payload)
+                    if opened is None:
+                        return self._undecryptable(
+                            event, record, payload, MessageId(self.partition, ledger, entry, -1, 0, self.topic),
+                            _entry_messages(event), [(ledger, entry)])
+                    payload = opened
+                    encryption = encryption_context(record, failed=False)
         if compression:  # (ProtocolError when it does not decompress to uncompressed_size bytes: refused)
             payload = decompress(compression, payload, uncompressed_size)
         topic = self.topic
@@ -636,12 +646,12 @@ class TopicConsumer:
                 partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
                 event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
                 sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
-                schema=self.settings.value_schema,
+                schema=self.settings.value_schema, encryption=encryption,
             )]
         messages, skipped = batch_messages(
             split_batch_decoded(payload, batch_size), batch_size, partition, ledger, entry, topic,
             (publish_time, redelivery_count, producer_name, schema_version, event_time, sequence_id,
-             self.settings.value_schema))
+             self.settings.value_schema, encryption))
         if skipped:
             self._skip_unread(skipped)
         if b"\x20" in event.command:  # (0x20: CommandMessage.ack_set's tag, maybe: a batch acknowledged in part)
@@ -659,24 +669,98 @@ class TopicConsumer:
             settings = self.settings
             assembler = self._chunks = ChunkAssembler(
                 self.topic, settings.max_pending_chunked_message,
-                settings.auto_ack_oldest_chunked_message_on_queue_full, self._ack_entries)
+                settings.auto_ack_oldest_chunked_message_on_queue_full, self._ack_entries,
+                settings.expire_time_of_incomplete_chunked_message_ms / 1000.0, self.client.backend)
         payload = event.payload
+        encryption = None
+        record = encryption_metadata(event.metadata)
+        if record.encryption_keys:  # (each chunk is encrypted on its own, as the official producers do)
+            opened = self._decrypt(record, payload)
+            if opened is None:
+                return self._undecryptable_chunk(ledger, entry)
+            payload = opened
+            encryption = encryption_context(record, failed=False)
         whole = assembler.add(proto.decode(proto.MESSAGE_METADATA, event.metadata),
                               payload if payload.__class__ is bytes else bytes(payload), (ledger, entry))
         if whole is None:
             self._skip_unread(1)
             return []
         payload, entries = whole
+        topic = self.topic
+        message_id = ChunkedMessageId(self.partition, ledger, entry, topic, entries)
         if compression:
             payload = decompress(compression, payload, uncompressed_size)
-        topic = self.topic
         return [Message(
-            payload, ChunkedMessageId(self.partition, ledger, entry, topic, entries), topic, properties=properties,
+            payload, message_id, topic, properties=properties,
             partition_key=partition_key, ordering_key=ordering_key, publish_time=publish_time,
             event_time=event_time, redelivery_count=redelivery_count, producer_name=producer_name,
             sequence_id=sequence_id, schema_version=schema_version, null_value=null_value,
-            schema=self.settings.value_schema,
+            schema=self.settings.value_schema, encryption=encryption,
         )]
+
+    def _decrypt(self, record: Any, payload: Any) -> bytes | None:
+        """An encrypted message's payload decrypted (None: no crypto_key_reader, or it cannot be)."""
+        decryptor = self.settings.decryptor
+        return decryptor.decrypt(record, payload) if decryptor is not None else None
+
+    def _undecryptable(self, event: Any, record: Any, payload: Any, message_id: MessageId, messages_in_entry: int,
+                       entries: list[tuple[int, int]]) -> list[Message]:
+        """An encrypted message this consumer cannot decrypt (no crypto_key_reader, or no key of
+        it that works), as the official client does by crypto_failure_action: CONSUME hands it out
+        as it came (a batch as one message, still compressed), with an encryption context that
+        says so; DISCARD acknowledges it unread; FAIL does not deliver it and leaves it
+        unacknowledged (the broker delivers it again after a reconnect or a redelivery request)."""
+        settings = self.settings
+        action = settings.crypto_failure_action
+        why = ("cannot be decrypted" if settings.decryptor is not None
+               else "is encrypted and there is no crypto_key_reader")
+        if action is ConsumerCryptoFailureAction.CONSUME:
+            logger.warning("[%s] message %s %s: delivered as it is (crypto_failure_action CONSUME)",
+                           self.topic, message_id, why)
+            if messages_in_entry > 1:
+                self._skip_unread(messages_in_entry - 1)
+            (_consumer_id, _ledger, _entry, _partition, _batch_index, redelivery_count, producer_name, sequence_id,
+             publish_time, properties, partition_key, event_time, _batch_size, _compression, _uncompressed_size,
+             ordering_key, null_value, schema_version, _generic) = event.fields
+            return [Message(
+                payload if payload.__class__ is bytes else bytes(payload), message_id, self.topic,
+                properties=properties, partition_key=partition_key, ordering_key=ordering_key,
+                publish_time=publish_time, event_time=event_time, redelivery_count=redelivery_count,
+                producer_name=producer_name, sequence_id=sequence_id, schema_version=schema_version,
+                null_value=null_value, schema=settings.value_schema, encryption=encryption_context(record, failed=True),
+            )]
+        self._skip_unread(messages_in_entry)
+        if action is ConsumerCryptoFailureAction.DISCARD:
+            logger.warning("[%s] message %s %s: acknowledged unread (crypto_failure_action DISCARD)",
+                           self.topic, message_id, why)
+            for chunk_entry in entries:
+                self.ack_entry(chunk_entry)
+        else:
+            logger.error("[%s] message %s %s: not delivered, left unacknowledged (crypto_failure_action FAIL)",
+                         self.topic, message_id, why)
+        return []
+
+    def _undecryptable_chunk(self, ledger: int, entry: int) -> list[Message]:
+        """A chunk this consumer cannot decrypt: DISCARD acknowledges it unread; FAIL, and CONSUME
+        too (encrypted chunks cannot be put back together into a message), leave it unacknowledged:
+        its message is not delivered."""
+        settings = self.settings
+        self._skip_unread(1)
+        if settings.crypto_failure_action is ConsumerCryptoFailureAction.DISCARD:
+            logger.warning("[%s] chunk %d:%d cannot be decrypted: acknowledged unread (crypto_failure_action "
+                           "DISCARD)", self.topic, ledger, entry)
+            self.ack_entry((ledger, entry))
+        else:
+            logger.error("[%s] chunk %d:%d cannot be decrypted: its message is not delivered, the chunk is left "
+                         "unacknowledged (crypto_failure_action %s)", self.topic, ledger, entry,
+                         settings.crypto_failure_action.name)
+        return []
+
+    def forget_chunks(self) -> None:
+        """The incomplete chunked messages are forgotten and their expiry timer stops (closed, the
+        client shut down, or in a forked child)."""
+        if self._chunks is not None:
+            self._chunks.close()
 
     def _ack_entries(self, entries: list[tuple[int, int]]) -> None:
         for chunk_entry in entries:
@@ -946,6 +1030,7 @@ class TopicConsumer:
             timer, self._ack_timer = self._ack_timer, None
         if timer is not None:
             timer.cancel()
+        self.forget_chunks()
         if link is not None and not link.closed:
             try:
                 link.conn.request(lambda rid: proto.close_consumer(self.consumer_id, rid),
@@ -1545,6 +1630,8 @@ class Consumer:
         self._nacks.forget_after_fork()
         if self.redelivery is not None:
             self.redelivery.abort()
+        for consumer in self._topics:
+            consumer.forget_chunks()
 
     def abort(self) -> None:
         """The client shut down: blocked and later receive() calls raise AlreadyClosed."""
@@ -1554,6 +1641,8 @@ class Consumer:
         self._nacks.close()
         if self.redelivery is not None:
             self.redelivery.abort()
+        for consumer in self._topics:
+            consumer.forget_chunks()
         self._queue.put(_CLOSED)
         self._wake_listener()
 

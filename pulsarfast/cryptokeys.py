@@ -1,6 +1,6 @@
-"""The names of end-to-end encryption, without the encryption (issue 33):
-``CryptoKeyReader`` (the official ``pulsar.CryptoKeyReader``), the
-extension's ``AbstractCryptoKeyReader``, ``CryptoKeyReader`` and
+"""The names of end-to-end encryption (issue 33): ``CryptoKeyReader`` (the
+official ``pulsar.CryptoKeyReader``), the extension's
+``AbstractCryptoKeyReader``, ``CryptoKeyReader`` and
 ``EncryptionKey``/``EncryptionContext`` data objects (``_pulsar``), and the
 official wrappers ``EncryptionKey`` and ``EncryptionContext`` that
 ``Message.encryption_context()`` hands out for an encrypted message.
@@ -10,11 +10,15 @@ both are str (``ValueError``, the official message) and holds them in
 ``cryptoKeyReader``, a ``_pulsar.CryptoKeyReader``, whose
 ``getPublicKey(key_name, metadata)`` / ``getPrivateKey(key_name, metadata)``
 read the key file into a ``_pulsar.EncryptionKey`` (the official ones fill a
-C++ ``EncryptionKeyInfo`` argument, which Python cannot build). Passing a
-reader to ``create_producer``, ``subscribe`` or ``create_reader`` still
-raises ``InvalidConfiguration``: pulsarfast does not encrypt or decrypt, so
-no received message has an encryption context (``encryption_context()`` is
-None).
+C++ ``EncryptionKeyInfo`` argument, which Python cannot build). The files are
+read when a key is needed, not here (a missing one is the producer's
+``CryptoError`` at send, or the consumer's decryption failure).
+
+The encryption itself (AES-GCM payloads, RSA-OAEP data keys, as the official
+C++ client) is ``pulsarfast.crypto``'s: a producer given ``encryption_key``
+and ``crypto_key_reader`` encrypts, a consumer or reader given
+``crypto_key_reader`` decrypts, and ``crypto_failure_action`` says what
+happens to a message that cannot be decrypted.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ class RawEncryptionKey:
 
 class RawEncryptionContext:
     """``_pulsar.EncryptionContext``: how a message was encrypted (the official one cannot be built
-    from Python; this one can, for when pulsarfast decrypts: issue 33)."""
+    from Python; this one can: ``crypto.encryption_context`` makes it for a received message)."""
 
     def __init__(self, keys: list[RawEncryptionKey], param: bytes, algorithm: str,
                  compression_type: CompressionType = CompressionType.NONE, uncompressed_message_size: int = 0,
@@ -117,7 +121,15 @@ class CryptoKeyReader:
             if not isinstance(value, str):
                 raise ValueError("Argument %s is expected to be of type 'str' and not '%s'"
                                  % (name, type(value).__name__))
-        self.cryptoKeyReader = RawCryptoKeyReader(public_key_path, private_key_path)  # noqa: N815 - official
+        self.cryptoKeyReader: AbstractCryptoKeyReader = RawCryptoKeyReader(  # noqa: N815 - official
+            public_key_path, private_key_path)
+
+    @classmethod
+    def of(cls, reader: AbstractCryptoKeyReader) -> "CryptoKeyReader":
+        """The ``pulsar.CryptoKeyReader`` of a ``_pulsar`` one (what a ``_pulsar`` configuration holds)."""
+        wrapper = cls.__new__(cls)
+        wrapper.cryptoKeyReader = reader
+        return wrapper
 
 
 class EncryptionKey:

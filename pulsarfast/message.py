@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import proto
+from .cryptokeys import EncryptionContext
 from .errors import InvalidMessage, ProtocolError
 
 _MAX_U64 = (1 << 64) - 1
@@ -199,13 +200,14 @@ class Message:
     def __init__(self, data: bytes, message_id: MessageId, topic: str, *, properties: dict[str, str] | None = None,
                  partition_key: str | None = None, ordering_key: bytes | None = None, publish_time: int = 0,
                  event_time: int = 0, redelivery_count: int = 0, producer_name: str = "", sequence_id: int = 0,
-                 schema_version: bytes = b"", null_value: bool = False, schema: Any = None) -> None:
+                 schema_version: bytes = b"", null_value: bool = False, schema: Any = None,
+                 encryption: Any = None) -> None:
         self._data = data
         self._message_id = message_id
         self._topic = topic
         self._single = (properties if properties is not None else {}, partition_key, len(data), False, event_time,
                         ordering_key, sequence_id, null_value)
-        self._shared = (publish_time, redelivery_count, producer_name, schema_version, 0, 0, schema)
+        self._shared = (publish_time, redelivery_count, producer_name, schema_version, 0, 0, schema, encryption)
 
     def data(self) -> bytes:
         """The payload, as bytes."""
@@ -259,14 +261,23 @@ class Message:
         version = self._shared[3]
         return version.decode("utf-8", "replace") if version else ""
 
+    def int_schema_version(self) -> int:
+        """The schema version as a number (its 8 bytes, big-endian), as the official extension's
+        Message gives it: -1 for a message without one."""
+        version = self._shared[3]
+        return int.from_bytes(version, "big", signed=True) if version else -1
+
     def has_null_value(self) -> bool:
         """The producer sent None (a tombstone), not an empty payload."""
         return self._single[7]
 
-    def encryption_context(self) -> None:
-        """The message's encryption context: None, as for every unencrypted message (pulsarfast does not
-        do end-to-end encryption, so a consumer never hands out an encrypted one)."""
-        return None
+    def encryption_context(self) -> EncryptionContext | None:
+        """How the message was encrypted (``pulsar.EncryptionContext``), None when it was not. As from
+        the official client, a message that was decrypted has one too (``is_decryption_failed()``
+        False); one handed out still encrypted (``ConsumerCryptoFailureAction.CONSUME``) says True."""
+        shared = self._shared
+        context = shared[7] if len(shared) > 7 else None  # (the shared tuple of an entry, its 8th: crypto.py's)
+        return EncryptionContext(context) if context is not None else None
 
     def __len__(self) -> int:
         return len(self._data)
@@ -301,7 +312,7 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
     ``[(single metadata, body), ...]``, each with its own id and all sharing one
     ``BatchDelivery``; ``shared`` is (publish_time, redelivery_count,
     producer_name, schema_version, event_time, first sequence id, the schema that decodes
-    values or None). Entries the
+    values or None, and maybe the ``_pulsar.EncryptionContext`` of an encrypted one). Entries the
     broker compacted out are left out; returns (messages, how many left out).
     The consumer's hot path: objects are filled without their constructors."""
     waiting: set[int] = set()

@@ -16,9 +16,19 @@ on a task of its own: topics listed since that match are joined (subscribed as s
 the consumer's flow budget spread again over its topics), topics no longer listed are left (their
 TopicConsumers closed, no longer re-subscribed). A listing that fails is logged and tried again at
 the next period. It holds its consumer and client weakly and stops when the consumer closes.
+
+Where the broker takes it (its CONNECTED's ``supports_topic_watchers``) and the mode takes persistent
+topics, the watch also opens a topic-list watch (WATCH_TOPIC_LIST) on the same connection, as the
+official clients do: the broker tells of topics created and deleted in the namespace as they come
+and go (WATCH_TOPIC_UPDATE), and those the pattern takes are joined or left at once, without
+waiting for the period. The watch asks for every persistent topic of the namespace (the pattern
+is still matched here, with Python's ``re``); the listing every period goes on beside it (it also
+catches non-persistent topics, and anything missed while the watch's connection was down: a watch
+whose connection closed is opened again at the next period).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import weakref
@@ -85,6 +95,37 @@ def list_namespace(lookups: Any, namespace: str, mode: RegexSubscriptionMode, ti
     return list(answer.topics)
 
 
+_WATCHER_IDS = itertools.count(1)
+
+
+def open_topic_watch(lookups: Any, namespace: str, sink: Any, timeout: float) -> tuple[Any, int] | None:
+    """A topic-list watch of namespace's persistent topics, reporting to sink: (connection, watcher
+    id), or None when the broker does not take watches (or the service URL is HTTP's)."""
+    if not isinstance(lookups, Lookup):
+        return None
+    conn = lookups.service_connection()
+    if not conn.supports_topic_watchers:
+        return None
+    watcher_id = next(_WATCHER_IDS)
+    conn.register_watcher(watcher_id, sink)
+    everything = "persistent://%s/.*" % namespace  # (the pattern itself is matched here, with Python's re)
+    try:
+        conn.request(lambda rid: proto.watch_topic_list(rid, watcher_id, namespace, everything), timeout)
+    except PulsarException:
+        conn.unregister_watcher(watcher_id, sink)
+        raise
+    return conn, watcher_id
+
+
+def close_topic_watch(conn: Any, watcher_id: int, sink: Any) -> None:
+    """Stop a watch (its answer is not waited for)."""
+    conn.unregister_watcher(watcher_id, sink)
+    try:
+        conn.send_command(proto.watch_topic_list_close(conn.protocol.new_request_id(), watcher_id))
+    except PulsarException:
+        pass  # (a closed connection took the watch with it)
+
+
 class PatternClient(Protocol):
     """What a PatternWatch uses of its Client."""
 
@@ -97,6 +138,8 @@ class PatternClient(Protocol):
     def get_topic_partitions(self, topic: str) -> list[str]: ...
 
     def forget_consumer(self, consumer: Any) -> None: ...
+
+    def watch_namespace(self, namespace: str, sink: Any) -> tuple[Any, int] | None: ...
 
 
 class PatternWatch:
@@ -115,6 +158,12 @@ class PatternWatch:
         self.listings = 0
         #: each listed topic joined -> the names of its TopicConsumers (its partitions, or itself)
         self._joined: dict[str, list[str]] = {}
+        #: held while the topics joined change (a listing, or a watch's update)
+        self._changing = self.backend.lock()
+        #: the topic-list watch: (connection, watcher id), None when there is none (yet)
+        self._watch: tuple[Any, int] | None = None
+        #: updates the watch reported
+        self.watch_updates = 0
 
     def __repr__(self) -> str:
         return "<PatternWatch %s>" % self.pattern.text
@@ -144,8 +193,60 @@ class PatternWatch:
         return self.pattern.matching(listed)
 
     def start(self) -> None:
-        """The consumer subscribed: list again every period."""
+        """The consumer subscribed: list again every period, and watch where the broker can."""
         self._arm()
+        if self.pattern.mode is not RegexSubscriptionMode.NonPersistentOnly:
+            self.backend.spawn(self._open_watch)
+
+    def _open_watch(self) -> None:
+        try:
+            watch = self._client.watch_namespace(self.pattern.namespace, self)
+        except ReferenceError:
+            return
+        except PulsarException as exc:
+            logger.info("[%s] no topic-list watch of %s (%s): listing every %.0fs", self.pattern.text,
+                        self.pattern.namespace, exc, self.period)
+            return
+        if watch is None:
+            return
+        with self._lock:
+            if not self._closed:
+                self._watch, watch = watch, None
+        if watch is not None:  # (closed meanwhile)
+            close_topic_watch(watch[0], watch[1], self)
+
+    @property
+    def watching(self) -> bool:
+        """A topic-list watch is open (the broker reports topics as they come and go)."""
+        return self._watch is not None
+
+    # the watch's sink (called on its connection's reading task: the work goes in a task)
+
+    def on_topics_changed(self, new_topics: list[str], deleted_topics: list[str]) -> None:
+        self.watch_updates += 1
+        self.backend.spawn(self._apply_update, new_topics, deleted_topics)
+
+    def on_closed(self, reason: BaseException) -> None:
+        with self._lock:
+            self._watch = None  # (opened again at the next period)
+
+    def _apply_update(self, new_topics: list[str], deleted_topics: list[str]) -> None:
+        try:
+            consumer = self._consumer()
+            if consumer is None or consumer.closed or self._closed:
+                return
+            with self._changing:
+                for name in self.pattern.matching(new_topics):
+                    if name not in self._joined:
+                        self._join(consumer, name)
+                gone = [name for name in deleted_topics if name in self._joined]
+                if gone:
+                    leaving = {topic for name in gone for topic in self._joined.pop(name)}
+                    self._leave(consumer, [each for each in consumer.topic_consumers() if each.topic in leaving])
+        except ReferenceError:
+            return
+        except Exception:
+            logger.exception("[%s] applying a topic-list update", self.pattern.text)
 
     def _arm(self) -> None:
         with self._lock:
@@ -161,6 +262,8 @@ class PatternWatch:
             if consumer is None or consumer.closed or self._closed:
                 return
             self.discover(consumer)
+            if self._watch is None and self.pattern.mode is not RegexSubscriptionMode.NonPersistentOnly:
+                self._open_watch()
         except ReferenceError:  # (the client was dropped)
             return
         except PulsarException as exc:
@@ -172,6 +275,10 @@ class PatternWatch:
 
     def discover(self, consumer: Consumer) -> None:
         """List the namespace once: join the topics new to the consumer, leave the ones not listed."""
+        with self._changing:
+            self._discover(consumer)
+
+    def _discover(self, consumer: Consumer) -> None:
         listed = self._listed()
         wanted = set(listed)
         new = [name for name in listed if name not in self._joined]
@@ -225,6 +332,9 @@ class PatternWatch:
         with self._lock:
             self._closed = True
             timer, self._timer = self._timer, None
+            watch, self._watch = self._watch, None
+        if watch is not None:
+            close_topic_watch(watch[0], watch[1], self)
         if timer is not None:
             try:
                 timer.cancel()

@@ -34,6 +34,11 @@ With a ``compression_type``, each frame's payload (a message's, or a whole
 batch's) is compressed once, when the frame is built (``pulsarfast.compression``);
 an empty message goes uncompressed.
 
+With an ``encryption_key`` and a ``crypto_key_reader``, each frame's payload is encrypted after
+compression (a batch's whole payload when it closes; each chunk of a chunked message on its own, as the
+official producers do: ``pulsarfast.crypto``, ``chunks.chunk_frames``); a
+send fails with ``CryptoError`` while the public key cannot be read or used.
+
 With ``chunking_enabled`` (batching off), a payload (compressed first) larger than the broker's max
 message size is sent as chunks (``pulsarfast.chunks``): one frame each, all with the message's sequence
 id, each pending on its own so that a reconnect writes them all again in order; the receipts of the
@@ -91,6 +96,7 @@ from . import proto
 from .chunks import chunk_frames
 from .config import ProducerSettings
 from .connection import BrokerConnection
+from .crypto import TAG_SIZE
 from .enums import BatchingType, PartitionsRoutingMode, ProducerAccessMode
 from .errors import (
     AlreadyClosed,
@@ -386,6 +392,18 @@ class PartitionProducer:
             pairs, key, event_time, extra = metadata_args
             metadata_args = (pairs, key, event_time, extra + proto.compression_metadata(codec.type, len(payload)))
             payload = codec.compress(payload)
+        encryptor = settings.encryptor
+        seal = None  # (a chunked message's chunks are each encrypted on their own: chunks.chunk_frames)
+        if encryptor is not None:  # (after compression; a batch's when it closes)
+            if batched:
+                encryptor.check()  # (CryptoError now, as for a single message, when no key can be used)
+            elif settings.chunking_enabled and len(payload) + TAG_SIZE > max_size:
+                encryptor.check()
+                seal = encryptor.encrypt
+            else:
+                pairs, key, event_time, extra = metadata_args
+                payload, sealed = encryptor.encrypt(payload)
+                metadata_args = (pairs, key, event_time, extra + sealed)
         if len(payload) > max_size and not settings.chunking_enabled:
             raise MessageTooBig("message of %d bytes is larger than the broker's limit of %d" % (len(payload), max_size))
         event = self.backend.event() if wait else None
@@ -420,9 +438,9 @@ class PartitionProducer:
                             name = self._name_bytes = self.name.encode("utf-8")
                         if self._schema_metadata:  # (the schema version each message carries)
                             metadata_args = metadata_args[:3] + (metadata_args[3] + self._schema_metadata,)
-                        if len(payload) > max_size:  # (chunking_enabled: one SEND per chunk)
+                        if seal is not None or len(payload) > max_size:  # (chunking_enabled: one SEND per chunk)
                             send = self._queue_chunks_locked(sequence_id, name, payload, metadata_args, max_size,
-                                                             callback, deadline, event, frames)
+                                                             callback, deadline, event, frames, seal)
                         else:
                             frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000),
                                                       payload, *metadata_args)
@@ -442,12 +460,12 @@ class PartitionProducer:
 
     def _queue_chunks_locked(self, sequence_id: int, name: bytes, payload: bytes, metadata_args: tuple,
                              max_size: int, callback: SendCallback | None, deadline: float, event: Any,
-                             frames: list[bytes]) -> _Send:
+                             frames: list[bytes], seal: Any = None) -> _Send:
         """A message larger than max_size as its chunks' frames (pulsarfast.chunks), each pending
         with the message's sequence id, in order: the broker's receipt of each resolves the oldest;
         the last chunk's is the message's (the earlier ones count no message: no members)."""
         chunked = chunk_frames(self.producer_id, sequence_id, name, int(time.time() * 1000), payload,
-                               metadata_args, max_size)
+                               metadata_args, max_size, seal)
         for frame in chunked[:-1]:
             self._pending.append(_Send(sequence_id, frame, None, deadline, None, []))
         send = _Send(sequence_id, chunked[-1], callback, deadline, event)
@@ -504,6 +522,10 @@ class PartitionProducer:
         if codec is not None:
             extra += proto.compression_metadata(codec.type, len(body))
             body = codec.compress(body)
+        encryptor = self.settings.encryptor
+        if encryptor is not None:  # (its keys were usable when each message joined: see send)
+            body, sealed = encryptor.encrypt(body)
+            extra += sealed
         key = self._open_key if self._key_based else None  # (the broker's Key_Shared dispatch reads it)
         frame = encode_send_frame(self.producer_id, members[0].sequence_id, name, int(time.time() * 1000),
                                   body, None, key, 0, extra, count)

@@ -70,9 +70,15 @@ GET_LAST_MESSAGE_ID_RESPONSE = 30
 ACTIVE_CONSUMER_CHANGE = 31
 GET_TOPICS_OF_NAMESPACE = 32
 GET_TOPICS_OF_NAMESPACE_RESPONSE = 33
+GET_SCHEMA = 34
+GET_SCHEMA_RESPONSE = 35
 AUTH_CHALLENGE = 36
 AUTH_RESPONSE = 37
 ACK_RESPONSE = 38
+WATCH_TOPIC_LIST = 64
+WATCH_TOPIC_LIST_SUCCESS = 65
+WATCH_TOPIC_UPDATE = 66
+WATCH_TOPIC_LIST_CLOSE = 67
 TOPIC_MIGRATED = 68
 
 # CommandSubscribe.SubType
@@ -182,6 +188,28 @@ def get_topics_of_namespace(namespace: str, request_id: int, mode: int = 0, topi
     if topics_hash is not None:
         body += f_str(5, topics_hash)
     return base_command(GET_TOPICS_OF_NAMESPACE, body)
+
+
+def watch_topic_list(request_id: int, watcher_id: int, namespace: str, topics_pattern: str,
+                     topics_hash: str | None = None) -> bytes:
+    """WATCH_TOPIC_LIST: the broker answers with the namespace's (persistent) topics matching
+    topics_pattern (a Java regex on the full name), then sends WATCH_TOPIC_UPDATE as they come and go."""
+    body = f_uint(1, request_id) + f_uint(2, watcher_id) + f_str(3, namespace) + f_str(4, topics_pattern)
+    if topics_hash is not None:
+        body += f_str(5, topics_hash)
+    return base_command(WATCH_TOPIC_LIST, body)
+
+
+def watch_topic_list_close(request_id: int, watcher_id: int) -> bytes:
+    return base_command(WATCH_TOPIC_LIST_CLOSE, f_uint(1, request_id) + f_uint(2, watcher_id))
+
+
+def get_schema(topic: str, request_id: int, schema_version: bytes | None = None) -> bytes:
+    """GET_SCHEMA: the topic's schema of schema_version (its 8 bytes, big-endian), or (None) its latest."""
+    body = f_uint(1, request_id) + f_str(2, topic)
+    if schema_version is not None:
+        body += f_bytes(3, schema_version)
+    return base_command(GET_SCHEMA, body)
 
 
 def partitioned_metadata(topic: str, request_id: int) -> bytes:
@@ -669,6 +697,14 @@ _command(GET_TOPICS_OF_NAMESPACE_RESPONSE, "CommandGetTopicsOfNamespaceResponse"
     (1, "request_id", UINT), (2, "topics", STR, "repeated"), (3, "filtered", BOOL), (4, "topics_hash", STR),
     (5, "changed", BOOL, ("default", True)),
 ])
+SCHEMA = Schema("Schema", [
+    (1, "name", STR), (3, "schema_data", BYTES), (4, "type", UINT), (5, "properties", MSG, "repeated", KEY_VALUE),
+])
+_command(GET_SCHEMA, "CommandGetSchema", [(1, "request_id", UINT), (2, "topic", STR), (3, "schema_version", BYTES)])
+_command(GET_SCHEMA_RESPONSE, "CommandGetSchemaResponse", [
+    (1, "request_id", UINT), (2, "error_code", UINT, ("default", None)), (3, "error_message", STR),
+    (4, "schema", MSG, SCHEMA), (5, "schema_version", BYTES),
+])
 AUTH_DATA = Schema("AuthData", [(1, "auth_method_name", STR), (2, "auth_data", BYTES)])
 _command(AUTH_CHALLENGE, "CommandAuthChallenge", [
     (1, "server_version", STR), (2, "challenge", MSG, AUTH_DATA), (3, "protocol_version", INT),
@@ -679,6 +715,18 @@ _command(AUTH_RESPONSE, "CommandAuthResponse", [
 _command(ACK_RESPONSE, "CommandAckResponse", [
     (1, "consumer_id", UINT), (4, "error", UINT, ("default", None)), (5, "message", STR), (6, "request_id", UINT),
 ])
+_command(WATCH_TOPIC_LIST, "CommandWatchTopicList", [
+    (1, "request_id", UINT), (2, "watcher_id", UINT), (3, "namespace", STR), (4, "topics_pattern", STR),
+    (5, "topics_hash", STR),
+])
+_command(WATCH_TOPIC_LIST_SUCCESS, "CommandWatchTopicListSuccess", [
+    (1, "request_id", UINT), (2, "watcher_id", UINT), (3, "topic", STR, "repeated"), (4, "topics_hash", STR),
+])
+_command(WATCH_TOPIC_UPDATE, "CommandWatchTopicUpdate", [
+    (1, "watcher_id", UINT), (2, "new_topics", STR, "repeated"), (3, "deleted_topics", STR, "repeated"),
+    (4, "topics_hash", STR),
+])
+_command(WATCH_TOPIC_LIST_CLOSE, "CommandWatchTopicListClose", [(1, "request_id", UINT), (2, "watcher_id", UINT)])
 _command(TOPIC_MIGRATED, "CommandTopicMigrated", [
     (1, "resource_id", UINT), (2, "resource_type", UINT), (3, "brokerServiceUrl", STR), (4, "brokerServiceUrlTls", STR),
 ])

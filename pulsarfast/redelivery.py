@@ -8,7 +8,7 @@ owns the tick and the ``DeadLetters``; ``PartitionRedelivery`` (one per
 holds what consumer.py's hooks touch:
 
 - handed_out(message): a message goes to the application (``receive()`` or
-  the listener). Its entry goes into ``UnackedEntries``, timed buckets of
+  the listener). Its entry (each of a chunked message's) goes into ``UnackedEntries``, timed buckets of
   entries (a dict insert; no timer per message). A message of a batch whose
   delivery was withdrawn (its entry asked for again) is not handed out: the
   copy the broker sends again replaces it, so it is not delivered twice.
@@ -48,6 +48,7 @@ import logging
 import math
 from typing import Any, Protocol
 
+from .chunks import ChunkedMessageId
 from .config import MIN_UNACKED_TIMEOUT_MS, ConsumerSettings
 from .deadletter import DeadLetters
 from .message import BatchDelivery, Message, MessageId
@@ -183,7 +184,11 @@ class PartitionRedelivery:
             return False
         unacked = self.unacked
         if unacked is not None:
-            unacked.add(message_id.entry_key(), delivery)
+            if isinstance(message_id, ChunkedMessageId):  # (every chunk comes again, in order)
+                for chunk in message_id.chunk_entries:
+                    unacked.add(chunk, None)
+            else:
+                unacked.add(message_id.entry_key(), delivery)
         return True
 
     def acknowledged(self, entry: Entry) -> None:
@@ -202,7 +207,9 @@ class PartitionRedelivery:
     def negatively_acknowledged(self, message_id: MessageId) -> None:
         """The entry comes again (whole, for a batch): its messages still queued are not handed out."""
         if self.unacked is not None:
-            self.unacked.remove(message_id.entry_key())
+            entries = message_id.chunk_entries if isinstance(message_id, ChunkedMessageId) else [message_id.entry_key()]
+            for entry in entries:
+                self.unacked.remove(entry)
         delivery = message_id.batch
         if delivery is not None:
             self.consumer.withdraw(delivery)

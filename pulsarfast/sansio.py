@@ -14,6 +14,9 @@ queued for the wire. ``receive_data(bytes)`` returns events:
   consumer id (with the raw metadata and payload and whether the checksum
   matched), ``ProducerClosed`` / ``ConsumerClosed`` (the broker closed one),
   ``EndOfTopic``, ``ActiveConsumerChange``;
+- ``TopicListChanged``: topics of a namespace watched with WATCH_TOPIC_LIST
+  came or went (``supports_topic_watchers``: the broker's CONNECTED said it
+  takes the watch);
 - ``PingReceived`` (answer with ``pong()``);
 - ``AuthChallenged``: the broker asks for fresh credentials (answer with
   ``send_auth_response``, allowed during the handshake too).
@@ -140,6 +143,17 @@ class ActiveConsumerChange:
         self.is_active = is_active
 
 
+class TopicListChanged:
+    """WATCH_TOPIC_UPDATE: topics of a watched namespace created or deleted."""
+
+    __slots__ = ("watcher_id", "new_topics", "deleted_topics")
+
+    def __init__(self, watcher_id: int, new_topics: list[str], deleted_topics: list[str]) -> None:
+        self.watcher_id = watcher_id
+        self.new_topics = new_topics
+        self.deleted_topics = deleted_topics
+
+
 class PingReceived:
     __slots__ = ()
 
@@ -167,6 +181,7 @@ def _signed(value: int) -> int:
 _ANSWERS = frozenset((
     proto.SUCCESS, proto.PRODUCER_SUCCESS, proto.PARTITIONED_METADATA_RESPONSE, proto.LOOKUP_RESPONSE,
     proto.GET_LAST_MESSAGE_ID_RESPONSE, proto.GET_TOPICS_OF_NAMESPACE_RESPONSE, proto.ACK_RESPONSE,
+    proto.GET_SCHEMA_RESPONSE, proto.WATCH_TOPIC_LIST_SUCCESS,
 ))
 
 
@@ -183,6 +198,8 @@ class PulsarProtocol:
         self.server_version = ""
         self.protocol_version = 0
         self.max_message_size = 5 * 1024 * 1024
+        #: the broker's CONNECTED says it takes WATCH_TOPIC_LIST (pattern subscriptions)
+        self.supports_topic_watchers = False
         self.frames_received = 0
 
     # -- handshake ------------------------------------------------------------
@@ -243,6 +260,8 @@ class PulsarProtocol:
             self.state = State.READY
             self.server_version = record.server_version
             self.protocol_version = record.protocol_version
+            flags = record.feature_flags
+            self.supports_topic_watchers = bool(flags is not None and flags.supports_topic_watchers)
             if record.max_message_size > 0:
                 self.max_message_size = record.max_message_size
                 # frames carry a message plus its command and metadata (the broker's own padding)
@@ -257,6 +276,8 @@ class PulsarProtocol:
             return EndOfTopic(record.consumer_id)
         if kind == proto.ACTIVE_CONSUMER_CHANGE:
             return ActiveConsumerChange(record.consumer_id, record.is_active)
+        if kind == proto.WATCH_TOPIC_UPDATE:
+            return TopicListChanged(record.watcher_id, list(record.new_topics), list(record.deleted_topics))
         if kind == proto.TOPIC_MIGRATED:
             if record.resource_type == 0:
                 return ProducerClosed(record.resource_id)
@@ -339,5 +360,5 @@ class PulsarProtocol:
 __all__ = [
     "State", "PulsarProtocol", "Connected", "ConnectFailed", "Answered", "SendReceipt", "SendError",
     "MessageReceived", "ProducerClosed", "ConsumerClosed", "EndOfTopic", "ActiveConsumerChange", "PingReceived",
-    "AuthChallenged",
+    "AuthChallenged", "TopicListChanged",
 ]

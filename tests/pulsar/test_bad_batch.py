@@ -12,12 +12,12 @@ never writes such metadata), to a real broker."""
 from __future__ import annotations
 
 import functools
-import socket
 
 import pytest
 
 import pulsarfast as pulsar
 from pulsarfast import proto, wire
+from tests.support.pulsar_helpers import raw_producer, read_until
 from tests.support.waiting import run_blocking, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,32 +26,13 @@ WAIT = 20.0
 wait_for = functools.partial(wait_for, timeout=WAIT)
 
 
-def _until(sock, decoder, kind):
-    """Read frames until one of type kind: its record (a broker ERROR raises)."""
-    sock.settimeout(WAIT)
-    while True:
-        data = sock.recv(65536)
-        assert data, "the broker closed the raw connection"
-        for command, _metadata, _payload, _ok in decoder.feed(data):
-            got, record = proto.decode_command(command)
-            if got == kind:
-                return record
-            assert got not in (proto.ERROR, proto.SEND_ERROR), record
-
-
 def send_raw_batch(broker, topic, num_messages_in_batch, payload):
     """One SEND whose metadata claims num_messages_in_batch messages, on a raw connection."""
-    decoder = wire.FrameDecoder()
-    with socket.create_connection((broker.host, broker.port), timeout=WAIT) as sock:
-        sock.sendall(wire.encode_simple(proto.connect()))
-        _until(sock, decoder, proto.CONNECTED)
-        sock.sendall(wire.encode_simple(proto.producer(broker.topic_name(topic), 1, 1)))
-        _until(sock, decoder, proto.PRODUCER_SUCCESS)
+    with raw_producer(broker, topic, timeout=WAIT) as (sock, decoder):
         metadata = proto.message_metadata("raw-producer", 0, 1_700_000_000_000,
                                           num_messages_in_batch=num_messages_in_batch)
         sock.sendall(wire.encode_payload(proto.send(1, 0, num_messages=1), metadata, payload))
-        receipt = _until(sock, decoder, proto.SEND_RECEIPT)
-        return receipt.message_id
+        return read_until(sock, decoder, proto.SEND_RECEIPT, WAIT).message_id
 
 
 @pytest.mark.parametrize("claimed", [2**31 - 1, 2**40], ids=["int32-max", "past-int32"])

@@ -1,7 +1,7 @@
 # Chunking (pulsarfast.chunks): a message larger than the broker's maxMessageSize, split by a producer
 # with chunking_enabled=True into chunks of their own entries, put back together by consumers, and
 # acknowledged chunk by chunk; with the official client both ways. The broker is this module's own,
-# with a 1 MB limit (its CONNECTED frame says so to clients).
+# with a 5 MB limit (its CONNECTED frame says so to clients).
 #
 # The official client blocks in C++: under gevent its part of a test runs entirely before or after
 # pulsarfast's part (through run_blocking), never interleaved.
@@ -15,13 +15,16 @@ import pytest
 import pulsarfast as pulsar
 from pulsarfast.chunks import ChunkAssembler, ChunkedMessageId, chunk_frames
 from tests.support.pulsar_broker import PulsarBroker, require_pulsar_lib
-from tests.support.pulsar_helpers import entry_of, needs_official, official, official_client, subscription_stats
+from pulsarfast import proto
+from tests.support.pulsar_helpers import (entry_of, needs_official, official, official_client, official_session,
+                                         raw_producer, read_until, subscription_stats)
 from tests.support.waiting import join_all, run_blocking, wait_for
 
 # (one worker runs the module: its broker is one more JVM for the run, not one per worker)
 pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("pulsar_chunking")]
 
-LIMIT = 1024 * 1024
+LIMIT = 5 * 1024 * 1024
+MB20 = 20 * 1024 * 1024  # (the interop tests' payload: 5 chunks)
 RECEIVE_MS = 20_000
 EMPTY_MS = 1_000
 WAIT = 30.0
@@ -29,9 +32,11 @@ WAIT = 30.0
 
 @pytest.fixture(scope="module")
 def chunk_broker():
-    """A broker of this module's own whose maxMessageSize is 1 MB."""
+    """A broker of this module's own whose maxMessageSize is 5 MB."""
     require_pulsar_lib()
-    broker = PulsarBroker(config={"maxMessageSize": LIMIT})
+    # (the bookie's frame limit must take an entry of the broker's limit with its headers: Pulsar's own
+    # standalone.conf says 5 MB + 10 KB, and without it the bookie drops a 5 MB entry and sends time out)
+    broker = PulsarBroker(config={"maxMessageSize": LIMIT, "nettyMaxFrameSizeBytes": LIMIT + 10240})
     broker.start()
     try:
         yield broker
@@ -89,7 +94,7 @@ def test_a_message_over_the_limit_without_chunking_is_refused(make_client, chunk
 
 @pytest.mark.parametrize("compression", [pulsar.CompressionType.NONE, pulsar.CompressionType.ZLib],
                          ids=["plain", "zlib"])
-def test_a_3mb_message_goes_in_chunks_and_comes_back_whole(make_client, chunk_broker, pulsar_topic, backend,
+def test_a_15mb_message_goes_in_chunks_and_comes_back_whole(make_client, chunk_broker, pulsar_topic, backend,
                                                            compression):
     client = make_client(chunk_broker)
     consumer = client.subscribe(pulsar_topic, "whole")
@@ -99,7 +104,7 @@ def test_a_3mb_message_goes_in_chunks_and_comes_back_whole(make_client, chunk_br
     sent_id = producer.send(payload, properties={"k": "v"}, partition_key="key")
     small_id = producer.send(b"after")
     chunks = entries_written(chunk_broker, backend, pulsar_topic) - 1
-    assert chunks == 4  # (3 MB in chunks of a little under 1 MB)
+    assert chunks == 4  # (15 MB in chunks of a little under 5 MB)
 
     message = consumer.receive(timeout_millis=RECEIVE_MS)
     assert message.data() == payload
@@ -154,6 +159,44 @@ def test_chunked_messages_of_several_producers_at_once(make_client, chunk_broker
     backlog_is_zero(chunk_broker, backend, pulsar_topic, "several")
 
 
+def test_a_chunked_message_not_acknowledged_in_time_comes_again_whole(make_client, chunk_broker, pulsar_topic,
+                                                                       backend):
+    client = make_client(chunk_broker)
+    consumer = client.subscribe(pulsar_topic, "unacked", consumer_type=pulsar.ConsumerType.Shared,
+                                unacked_messages_timeout_ms=1000)
+    payload = big(b"u", 2 * LIMIT)
+    client.create_producer(pulsar_topic, chunking_enabled=True).send(payload)
+    first = consumer.receive(timeout_millis=RECEIVE_MS)  # (not acknowledged: every chunk is asked for again)
+    again = consumer.receive(timeout_millis=RECEIVE_MS)
+    assert again.data() == payload and again.redelivery_count() == 1
+    assert entry_of(again.message_id()) == entry_of(first.message_id())
+    consumer.acknowledge(again)
+    backlog_is_zero(chunk_broker, backend, pulsar_topic, "unacked")
+
+
+def test_an_incomplete_chunked_message_expires_and_its_chunks_are_acknowledged(make_client, chunk_broker,
+                                                                               pulsar_topic, backend):
+    consumer = make_client(chunk_broker).subscribe(pulsar_topic, "expiry",
+                                                   expire_time_of_incomplete_chunked_message_ms=300)
+    frames = chunk_frames(1, 0, b"raw-producer", 1_700_000_000_000, big(b"x", 10_000), (None, None, 0, b""), 4096)
+    assert len(frames) == 3
+
+    def send_two_of_three():  # (its producer "dies" before the last chunk)
+        with raw_producer(chunk_broker, pulsar_topic, timeout=WAIT) as (sock, decoder):
+            for frame in frames[:2]:
+                sock.sendall(frame)
+                read_until(sock, decoder, proto.SEND_RECEIPT, WAIT)
+
+    run_blocking(backend, send_two_of_three)
+    make_client(chunk_broker).create_producer(pulsar_topic).send(b"after")
+    after = consumer.receive(timeout_millis=RECEIVE_MS)
+    assert after.data() == b"after"  # (the incomplete message is never delivered)
+    consumer.acknowledge(after)
+    backlog_is_zero(chunk_broker, backend, pulsar_topic, "expiry")  # (its two chunks too, once expired)
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=EMPTY_MS)
+
+
 # ----------------------------------------------------------------------------- the official client
 
 
@@ -192,7 +235,7 @@ def _official_send(broker, topic, payloads):
 
 @needs_official
 def test_pulsarfast_chunks_are_read_by_the_official_client(make_client, chunk_broker, pulsar_topic, backend):
-    payloads = [big(b"a", 3 * LIMIT), b"small", big(b"b", LIMIT + 1)]
+    payloads = [big(b"a", MB20), b"small", big(b"b", LIMIT + 1)]
     client = make_client(chunk_broker)
     client.subscribe(pulsar_topic, "official").close()  # (the subscription exists before the sends)
     producer = client.create_producer(pulsar_topic, chunking_enabled=True, producer_name="fast-chunker")
@@ -209,7 +252,7 @@ def test_pulsarfast_chunks_are_read_by_the_official_client(make_client, chunk_br
 
 @needs_official
 def test_official_chunks_are_read_by_pulsarfast(make_client, chunk_broker, pulsar_topic, backend):
-    payloads = [big(b"a", 3 * LIMIT), b"small", big(b"b", LIMIT + 1)]
+    payloads = [big(b"a", MB20), b"small", big(b"b", LIMIT + 1)]
     client = make_client(chunk_broker)
     consumer = client.subscribe(pulsar_topic, "fast")
     ids = run_blocking(backend, _official_send, chunk_broker, pulsar_topic, payloads)
@@ -220,10 +263,54 @@ def test_official_chunks_are_read_by_pulsarfast(make_client, chunk_broker, pulsa
     assert [m.properties() for m in got] == [{"n": str(n)} for n in range(len(payloads))]
     assert [(m.producer_name(), m.sequence_id()) for m in got] == [("official-chunker", n) for n in range(3)]
     assert [entry_of(m.message_id()) for m in got] == ids
-    assert isinstance(got[0].message_id(), ChunkedMessageId) and len(got[0].message_id().chunk_entries) == 4
+    assert isinstance(got[0].message_id(), ChunkedMessageId) and len(got[0].message_id().chunk_entries) == 5
     for message in got:
         consumer.acknowledge(message)
     backlog_is_zero(chunk_broker, backend, pulsar_topic, "fast")
+
+
+@needs_official
+@pytest.mark.parametrize("direction", ["pulsarfast-to-official", "official-to-pulsarfast"])
+def test_an_encrypted_chunked_message_goes_both_ways(make_client, chunk_broker, pulsar_topic, backend, tmp_path,
+                                                     direction):
+    """Each chunk is encrypted on its own (its own IV and data key fields), as the official producer
+    writes them; the consumer decrypts each before putting them back together."""
+    from tests.support.cryptokeys import rsa_pem_pair
+    public, private = rsa_pem_pair(tmp_path, "chunks")
+    payload = big(b"e", 2 * LIMIT + 5)
+    client = make_client(chunk_broker)
+    if direction == "pulsarfast-to-official":
+        client.subscribe(pulsar_topic, "enc").close()
+        producer = client.create_producer(pulsar_topic, chunking_enabled=True, encryption_key="k",
+                                          crypto_key_reader=pulsar.CryptoKeyReader(public, private))
+        producer.send(payload)
+
+        def official_receive():
+            with official_session(chunk_broker) as theirs:
+                consumer = theirs.subscribe(pulsar_topic, "enc",
+                                            crypto_key_reader=official.CryptoKeyReader(public, private))
+                message = consumer.receive(timeout_millis=RECEIVE_MS)
+                consumer.acknowledge(message)
+                consumer.close()
+                return message.data(), message.encryption_context() is not None
+
+        data, has_context = run_blocking(backend, official_receive)
+    else:
+        consumer = client.subscribe(pulsar_topic, "enc", crypto_key_reader=pulsar.CryptoKeyReader(public, private))
+
+        def official_send():
+            with official_session(chunk_broker) as theirs:
+                theirs.create_producer(pulsar_topic, chunking_enabled=True, batching_enabled=False,
+                                       encryption_key="k",
+                                       crypto_key_reader=official.CryptoKeyReader(public, private)).send(payload)
+
+        run_blocking(backend, official_send)
+        message = consumer.receive(timeout_millis=RECEIVE_MS)
+        consumer.acknowledge(message)
+        data, has_context = message.data(), message.encryption_context() is not None
+    assert data == payload and has_context
+    assert entries_written(chunk_broker, backend, pulsar_topic) == 3  # (each chunk a little under 5 MB)
+    backlog_is_zero(chunk_broker, backend, pulsar_topic, "enc")
 
 
 # ----------------------------------------------------------------------------- reassembly (no broker)
@@ -277,8 +364,25 @@ def test_the_oldest_incomplete_message_makes_room(auto_ack):
     assert assembler.add(_chunk("B", 2, 4, 1), b"b1", (1, 4)) == (b"b0b1", [(1, 1), (1, 4)])
 
 
+def test_an_incomplete_message_expires_oldest_first_and_is_acknowledged():
+    now = [100.0]
+    acked: list = []
+    assembler = ChunkAssembler("t", 10, False, acked.extend, expire_seconds=5.0, clock=lambda: now[0])
+    assert assembler.expire() is None  # (nothing pending)
+    assembler.add(_chunk("A", 3, 6, 0), b"a0", (1, 0))
+    now[0] = 103.0
+    assembler.add(_chunk("B", 2, 4, 0), b"b0", (1, 1))
+    assembler.add(_chunk("A", 3, 6, 1), b"a1", (1, 2))
+    assert assembler.expire() == 2.0 and acked == []  # (A is due at 105)
+    now[0] = 105.0
+    assert assembler.expire() == 3.0  # (B is due at 108)
+    assert acked == [(1, 0), (1, 2)] and len(assembler) == 1
+    assert assembler.add(_chunk("A", 3, 6, 2), b"a2", (1, 3)) is None  # (its start is gone: not delivered)
+    assert assembler.add(_chunk("B", 2, 4, 1), b"b1", (1, 4)) == (b"b0b1", [(1, 1), (1, 4)])
+    assert assembler.expire() is None
+
+
 def test_chunk_frames_fit_the_limit_and_carry_the_official_fields():
-    from pulsarfast import proto
     payload = big(b"f", 10_000)
     frames = chunk_frames(7, 42, b"prod", 1, payload, (None, None, 0, b""), 4096)
     assert all(len(frame) <= 4096 + 4 for frame in frames)

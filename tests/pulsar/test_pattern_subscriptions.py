@@ -61,6 +61,23 @@ def test_get_topics_of_namespace_round_trips_through_the_decoder():
     assert (record.filtered, record.topics_hash, record.changed) == (True, "abc", True)
 
 
+def test_the_topic_list_watch_commands_round_trip_through_the_decoder():
+    kind, record = proto.decode_command(proto.watch_topic_list(3, 9, "public/default", "persistent://public/default/.*"))
+    assert kind == proto.WATCH_TOPIC_LIST
+    assert (record.request_id, record.watcher_id, record.namespace, record.topics_pattern) == (
+        3, 9, "public/default", "persistent://public/default/.*")
+    kind, record = proto.decode_command(proto.watch_topic_list_close(4, 9))
+    assert (kind, record.request_id, record.watcher_id) == (proto.WATCH_TOPIC_LIST_CLOSE, 4, 9)
+    update = proto.base_command(proto.WATCH_TOPIC_UPDATE, proto.f_uint(1, 9) + proto.f_str(2, "persistent://a/b/new")
+                                + proto.f_str(3, "persistent://a/b/old") + proto.f_str(4, "h"))
+    from pulsarfast import wire
+    from pulsarfast.sansio import PulsarProtocol, TopicListChanged
+    [event] = PulsarProtocol(proto.connect()).receive_data(wire.encode_simple(update))
+    assert isinstance(event, TopicListChanged)
+    assert (event.watcher_id, event.new_topics, event.deleted_topics) == (9, ["persistent://a/b/new"],
+                                                                          ["persistent://a/b/old"])
+
+
 # --------------------------------------------------------------------------- the argument
 
 
@@ -135,6 +152,22 @@ def test_a_topic_created_after_the_subscribe_is_joined_within_the_period(client,
     assert_nothing_more(consumer)
 
 
+def test_the_brokers_topic_list_watch_joins_a_new_topic_long_before_the_period(client, backend, pulsar_topic):
+    prefix = pulsar_topic + "_p"
+    first, later = full(prefix + "a"), full(prefix + "later")
+    produce(client, first, [b"first"])
+    consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest,
+                                pattern_auto_discovery_period=600)  # (no listing again within the test)
+    watch = consumer.topic_watch
+    wait_for(lambda: watch.watching, backend, message="the topic-list watch opened")
+    produce(client, later, [b"later"])
+    wait_for(lambda: later in _topics_of(consumer), backend, message="the new topic joined through the watch")
+    assert watch.listings == 1 and watch.watch_updates >= 1
+    assert _receive_all(consumer, 2) == {first: [b"first"], later: [b"later"]}
+    consumer.close()
+    assert not watch.watching
+
+
 def test_a_pattern_matching_nothing_yet_joins_its_first_topic(client, backend, pulsar_topic):
     prefix = pulsar_topic + "_p"
     first = full(prefix + "first")
@@ -159,6 +192,21 @@ def test_partitions_of_a_partitioned_topic_are_joined(client, backend, pulsar_to
     got = _receive_all(consumer, 4)
     assert set(got) == names
     assert sorted(body for bodies in got.values() for body in bodies) == [b"p0", b"p1", b"p2", b"p3"]
+
+
+def test_a_partition_added_to_a_joined_topic_is_joined_within_the_period(client, backend, pulsar_topic,
+                                                                          pulsar_broker):
+    prefix = pulsar_topic + "_p"
+    parted = full(prefix + "grows")
+    run_blocking(backend, pulsar_broker.create_partitioned_topic, prefix + "grows", 2)
+    consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest,
+                                pattern_auto_discovery_period=1)
+    assert _topics_of(consumer) == {parted + "-partition-0", parted + "-partition-1"}
+    run_blocking(backend, pulsar_broker.update_partitioned_topic, prefix + "grows", 3)
+    produce(client, parted + "-partition-2", [b"on the new partition"])
+    wait_for(lambda: parted + "-partition-2" in _topics_of(consumer), backend, message="the new partition joined")
+    assert _receive_all(consumer, 1) == {parted + "-partition-2": [b"on the new partition"]}
+    assert_nothing_more(consumer)
 
 
 def test_a_topic_no_longer_listed_is_left(client, backend, pulsar_topic, pulsar_broker, monkeypatch):

@@ -386,6 +386,10 @@ class PulsarBroker(ServerProcess):
     def create_partitioned_topic(self, name: str, partitions: int) -> None:
         self._call("PUT", self.topic_path(name) + "/partitions", int(partitions))
 
+    def update_partitioned_topic(self, name: str, partitions: int) -> None:
+        """Give a partitioned topic more partitions (the admin API refuses fewer)."""
+        self._call("POST", self.topic_path(name) + "/partitions", int(partitions))
+
     def partitions(self, name: str) -> int:
         """Partition count of the topic's metadata (0: not partitioned). PulsarAdminError 404: no such topic."""
         return int(self._call("GET", self.topic_path(name) + "/partitions")["partitions"])

@@ -2,8 +2,9 @@
 ``bodies_of``), the broker's stats without stalling gevent (``topic_stats``, ``subscription_stats``),
 sending (``send_outcomes``, ``send_all``, ``produce``: with pulsarfast or the official client), the
 official client (``official``, ``needs_official``, ``official_client``), a consumer that must get
-nothing more (``assert_nothing_more``) and a broker frozen with SIGSTOP (``broker_frozen``: only ever a
-broker of the test's own, see ``private_pulsar_broker``).
+nothing more (``assert_nothing_more``), a broker frozen with SIGSTOP (``broker_frozen``: only ever a
+broker of the test's own, see ``private_pulsar_broker``), and a producer on a raw socket that writes
+frames the client's producers never write (``raw_producer``, ``read_until``).
 """
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ import importlib
 import logging
 import os
 import signal
+import socket
 from typing import Iterator
 
 import pytest
 
 import pulsarfast
+from pulsarfast import proto, wire
 
 from .waiting import run_blocking, wait_for
 
 __all__ = [
     "OFFICIAL_LOGGER", "assert_nothing_more", "bodies_of", "broker_frozen", "entry_of", "full", "id_tuple",
-    "needs_official", "official", "official_client", "produce", "send_all", "send_outcomes", "subscription_stats",
+    "needs_official", "official", "official_client", "produce", "raw_producer", "read_until", "send_all", "send_outcomes", "subscription_stats",
     "topic_stats",
 ]
 
@@ -219,3 +222,33 @@ def official_session(broker, **kwargs):
         yield client
     finally:
         client.close()
+
+
+# ----------------------------------------------------------------------------- raw frames
+
+
+def read_until(sock, decoder, kind, timeout: float = 20.0):
+    """Read frames from a raw connection until one of type kind: its record (a broker ERROR or
+    SEND_ERROR fails the test)."""
+    sock.settimeout(timeout)
+    while True:
+        data = sock.recv(65536)
+        assert data, "the broker closed the raw connection"
+        for command, _metadata, _payload, _ok in decoder.feed(data):
+            got, record = proto.decode_command(command)
+            if got == kind:
+                return record
+            assert got not in (proto.ERROR, proto.SEND_ERROR), record
+
+
+@contextlib.contextmanager
+def raw_producer(broker, topic: str, producer_id: int = 1, timeout: float = 20.0):
+    """A producer (producer_id) on topic over a raw socket, made with pulsarfast's own encoders:
+    yields (socket, FrameDecoder) for frames no client producer writes; closed after the block."""
+    decoder = wire.FrameDecoder()
+    with socket.create_connection((broker.host, broker.port), timeout=timeout) as sock:
+        sock.sendall(wire.encode_simple(proto.connect()))
+        read_until(sock, decoder, proto.CONNECTED, timeout)
+        sock.sendall(wire.encode_simple(proto.producer(broker.topic_name(topic), producer_id, 1)))
+        read_until(sock, decoder, proto.PRODUCER_SUCCESS, timeout)
+        yield sock, decoder
