@@ -87,6 +87,11 @@ def pulsar_section(results_dir: str) -> str | None:
                                "(`markdown`), and where a batched consume's time goes: "
                                "`benchmarks/results/pulsar_dispatch.json` (`benchmarks/pulsar_dispatch.py`); "
                                "both discussed in [docs/pulsar.md](docs/pulsar.md#speed).")
+    features = os.path.join(results_dir, "pulsar_features.json")
+    if os.path.exists(features):
+        with open(features) as f:
+            table += ("\n\n##### A schema'd topic and chunked messages (`benchmarks/pulsar_features.py`)\n\n"
+                      + json.load(f)["markdown"])
     return "#### Pulsar (pulsarfast beside the official client, `make bench-pulsar`)\n\n" + table
 
 
