@@ -8,8 +8,8 @@ Each argument is a field declared with ``option(default, check)``: its
 default is written here, once (the Client's signatures take their defaults
 from these classes: ``receiver_queue_size: int =
 ConsumerSettings.receiver_queue_size``), and its check beside it. A check
-raises what the official client raises, ``ValueError`` for a wrong type or
-value, and ``InvalidConfiguration`` for what pulsarfast does not do yet; it
+raises what the official client raises (``ValueError`` for a wrong type or
+value; ``InvalidConfiguration`` where pulsarfast refuses a setting); it
 may normalise the value it keeps (an int to its enum, a ``HashingScheme`` to
 its name, a topic to its full name). ``__post_init__`` runs the checks in
 field order, then each class's ``_derive``: the checks that involve several
@@ -150,15 +150,6 @@ def crypto_key_reader_arg(name: str, value: Any) -> Any:
     return value
 
 
-def unsupported(message: str) -> Check:
-    """Check: None (anything else is what pulsarfast does not do: InvalidConfiguration)."""
-    def check(_name: str, value: Any) -> None:
-        if value is not None:
-            raise InvalidConfiguration(message)
-        return None
-    return check
-
-
 def enum_of(kind: Callable[[Any], Any]) -> Check:
     """Check: a member of the enum kind, or its value (kept as the member)."""
     def check(_name: str, value: Any) -> Any:
@@ -166,11 +157,16 @@ def enum_of(kind: Callable[[Any], Any]) -> Check:
     return check
 
 
-def schema_arg(_name: str, value: Any) -> Any:
-    """Check: no schema, or a ``pulsarfast.schema`` schema (BytesSchema, StringSchema, JsonSchema, ...)."""
-    if value is not None and not isinstance(value, Schema):
-        raise InvalidConfiguration("schema must be one of pulsarfast.schema's schemas (BytesSchema, StringSchema, "
-                                   "JsonSchema, AvroSchema), not %s" % type(value).__name__)
+#: the schema create_producer, subscribe and create_reader default to (one instance, as the official
+#: defaults are): bytes as they are, none sent to the broker
+BYTES_SCHEMA = BytesSchema()
+
+
+def schema_arg(name: str, value: Any) -> Any:
+    """Check: a ``pulsarfast.schema`` schema (BytesSchema, StringSchema, JsonSchema, ...); anything
+    else, None too, is the official ValueError."""
+    if not isinstance(value, Schema):
+        raise ValueError("Argument %s is expected to be of type 'Schema' and not '%s'" % (name, type(value).__name__))
     return value
 
 
@@ -437,7 +433,7 @@ class ProducerSettings(Settings):
 
     topic: str = option(check=each(str_arg, topic_arg))
     producer_name: str | None = option(None, optional_str())
-    schema: Any = option(None, schema_arg)
+    schema: Any = option(BYTES_SCHEMA, schema_arg)
     initial_sequence_id: int | None = option(None, optional(integer(-1)))
     send_timeout_millis: int = option(30000, integer(0))
     compression_type: CompressionType = option(CompressionType.NONE)
@@ -514,7 +510,7 @@ class ConsumerSettings(Settings):
     topic: str | list[str] | re.Pattern = option(check=topics_arg)
     subscription_name: str = option(check=subscription_name_arg)
     consumer_type: ConsumerType = option(ConsumerType.Exclusive, enum_of(ConsumerType))
-    schema: Any = option(None, schema_arg)
+    schema: Any = option(BYTES_SCHEMA, schema_arg)
     #: message_listener(consumer, message)
     message_listener: Listener | None = option(None, callable_or_none)
     receiver_queue_size: int = option(1000, integer(0))
@@ -617,7 +613,7 @@ class ReaderSettings(Settings):
 
     topic: str = option(check=each(str_arg, topic_arg))
     start_message_id: MessageId = option(check=message_id_arg)
-    schema: Any = option(None, schema_arg)
+    schema: Any = option(BYTES_SCHEMA, schema_arg)
     #: reader_listener(reader, message)
     reader_listener: Callable[[Any, Message], None] | None = option(None, callable_or_none)
     #: (any int, as the official reader takes: below 1 is 1)
@@ -676,7 +672,7 @@ class TableViewSettings(Settings):
     #: the reader's subscription (None or "": ``reader-`` and ten random hex digits, as a reader's)
     subscription_name: str | None = option(None, optional_str())
     #: decodes the values (and is the reader's schema: the broker checks it against the topic's)
-    schema: Schema = option(BytesSchema(), of_type(Schema, "Schema"))
+    schema: Schema = option(BYTES_SCHEMA, schema_arg)
 
     def reader_settings(self) -> ReaderSettings:
         """The table view's reader: compacted reads of the whole topic from the earliest message."""

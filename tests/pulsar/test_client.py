@@ -667,13 +667,13 @@ def test_exclusive_consumer_gets_each_message_once_in_order_across_a_topic_unloa
         len(got), len(got) - len(set(got)), got[40:60])
 
 
-def test_options_this_version_does_not_support_are_refused_clearly(make_client, pulsar_topic):
-    """Schemas other than bytes raise InvalidConfiguration, never a silent no-op (chunking:
-    tests/pulsar/test_chunking.py; end-to-end encryption, whose key reader is checked as by the
-    official client: tests/pulsar/test_encryption.py)."""
+def test_a_schema_or_key_reader_of_the_wrong_type_is_refused_as_by_the_official_client(make_client, pulsar_topic):
+    """What is not a schema (None too) or a key reader raises the official ValueError, never a
+    silent no-op (end-to-end encryption: tests/pulsar/test_encryption.py)."""
     client = make_client()
-    with pytest.raises(pulsar.InvalidConfiguration, match="schemas"):
-        client.subscribe(pulsar_topic, "sub", schema=object())
+    for wrong in (object(), None):
+        with pytest.raises(ValueError, match="Argument schema is expected to be of type 'Schema'"):
+            client.subscribe(pulsar_topic, "sub", schema=wrong)
     with pytest.raises(ValueError, match="crypto_key_reader"):
         client.subscribe(pulsar_topic, "sub", crypto_key_reader=object())
     consumer = client.subscribe(pulsar_topic, "sub", schema=pulsar.BytesSchema())  # the default schema is fine

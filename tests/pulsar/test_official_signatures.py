@@ -4,8 +4,8 @@ written for the official client mean the same here). Server-less: only signature
 
 Known differences, each for a reason: constructors the client calls (``Producer``, ``Consumer``,
 ``Reader``, ``Message``: users never make them), ``MessageId``'s two extra trailing parameters
-(batch size and topic, both optional), ``schema`` defaults (the official ``BytesSchema()``
-instance; schemas are issue 33, where ``None`` means the same bytes schema).
+(batch size and topic, both optional). A ``schema`` default (a ``BytesSchema()`` instance in both)
+is compared by its class's name (the official instance is of the official class).
 ``TableView`` is compared too (its constructor is the official wrapper's). Keyword-only parameters after the official ones are
 pulsarfast's additions (``backend=``, ...)."""
 from __future__ import annotations
@@ -29,12 +29,12 @@ SCHEMA_DEFAULTS = {"schema"}
 
 def _default(parameter: inspect.Parameter):
     """A parameter's default as compared: an enum member by its class name, member name and value (the
-    official enums are the C extension's classes), a schema by presence only."""
+    official enums are the C extension's classes), a schema by its class's name."""
     default = parameter.default
     if default is inspect.Parameter.empty:
         return "<required>"
     if parameter.name in SCHEMA_DEFAULTS:
-        return "<schema>"
+        return ("schema", type(default).__name__)
     if isinstance(default, enum.Enum) or (hasattr(default, "name") and hasattr(default, "__int__")
                                           and not isinstance(default, int)):
         return (type(default).__name__, default.name, int(default))

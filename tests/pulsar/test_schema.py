@@ -158,9 +158,17 @@ def test_record_checks_field_types_as_the_official():
         fast_schema.JsonSchema(point).encode(FAST["Inner"](a=1))
 
 
-def test_a_schema_not_of_pulsarfast_is_refused(client, pulsar_topic):
-    with pytest.raises(pulsarfast.InvalidConfiguration):
+def test_a_schema_not_of_pulsarfast_is_refused_as_the_official_client_refuses_ours(client, pulsar_topic):
+    with pytest.raises(ValueError) as ours:
         client.create_producer(pulsar_topic, schema=official.schema.StringSchema())
+    theirs = official.Client("pulsar://127.0.0.1:1")
+    try:
+        with pytest.raises(ValueError) as refused:
+            theirs.create_producer(pulsar_topic, schema=pulsarfast.schema.StringSchema())
+    finally:
+        theirs.close()
+    assert str(ours.value) == str(refused.value) == (
+        "Argument schema is expected to be of type 'Schema' and not 'StringSchema'")
 
 
 # ----------------------------------------------------------------------------- on the broker
