@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from tests.support.servers import REPO_ROOT, wait_until
+from tests.support.subprocess_programs import default_sigint
 
 EXIT_TIMEOUT = 15
 PROGRESS_TIMEOUT = 10
@@ -30,15 +31,8 @@ def run_program(source: str, tmp_path) -> subprocess.Popen:
     env["PYTHONFAULTHANDLER"] = "1"
     return subprocess.Popen(
         [sys.executable, str(path)], cwd=str(tmp_path), env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )
-
-
-def _default_sigint() -> None:
-    # A shell starts background jobs with SIGINT ignored, and an ignored signal
-    # stays ignored across exec: a suite run as `make test &` would hand that to
-    # the program, whose Ctrl-C then never arrives. Give it the terminal's default.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

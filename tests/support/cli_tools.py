@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .subprocess_programs import default_sigint
+
 BIN = Path(sys.executable).parent
 TIMEOUT = 60  # seconds any one command may take before the test fails
 
@@ -34,7 +36,8 @@ def run(name: str, *args: str, input: bytes | None = None, timeout: float = TIME
 def popen(name: str, *args: str, stdin_pipe: bool = False) -> subprocess.Popen:
     """Start a console script with its stdout and stderr on pipes (and stdin, when asked)."""
     return subprocess.Popen([script(name), *args], stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                            preexec_fn=default_sigint)  # (Ctrl-C reaches it also when the suite runs as a background job)
 
 
 def lines(data: bytes) -> list[str]:

@@ -27,7 +27,8 @@ def program_env() -> dict:
     return env
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
+    """A subprocess's preexec_fn: SIGINT at its default in the child."""
     # A shell that starts a job in the background (CI runners, `make test &`) leaves SIGINT
     # ignored in it, and Python then keeps it ignored: give the program a terminal's default,
     # so that Python installs its own KeyboardInterrupt handler as it does for a user.
@@ -41,7 +42,7 @@ class Program:
     def __init__(self, args):
         self.proc = subprocess.Popen(
             [sys.executable, *args], env=program_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
+            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
         )
         self.lines: queue.Queue = queue.Queue()
         self.stdout: list = []  # the lines it printed so far
