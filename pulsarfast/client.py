@@ -56,6 +56,7 @@ from .discovery import Discovery
 from .message import MessageId
 from .owner import Owner, Supervised
 from .pattern import PatternClient, PatternWatch, TopicPattern, list_namespace, open_topic_watch
+from .partitionwatch import PartitionClient, PartitionWatch, join_consumer_partitions, join_producer_partitions
 from .pool import ConnectionPool
 from .producer import PartitionProducer, Producer
 from .reader import Reader, ReaderListener
@@ -106,6 +107,7 @@ class Client:
         *,
         backend: str | Backend = ClientSettings.backend,
         keep_alive_interval_seconds: int = ClientSettings.keep_alive_interval_seconds,
+        partitions_update_interval_seconds: int = ClientSettings.partitions_update_interval_seconds,
     ) -> None:
         settings = ClientSettings.from_arguments(locals())
         route_logs(settings.logger)
@@ -289,7 +291,24 @@ class Client:
         producer = Producer(self._owner, settings, partitions)
         producer.keep_alive = self  # (its user's reference keeps the client, as the official one's)
         self._producers.append(producer)
+        if names[0][1] >= 0:  # (partitions added to the topic later are produced to: partitionwatch.py)
+            watch = PartitionWatch(cast(PartitionClient, self._owner), producer, {settings.topic: len(names)},
+                                   self.settings.partitions_update_interval_seconds, join_producer_partitions)
+            producer.partition_watch = watch
+            watch.start()
         return producer
+
+    def start_partition_producers(self, producer: Producer, parts: list[tuple[str, int]]) -> None:
+        """Start a producer on partitions added to its topic (errors reach the caller, and the ones
+        started are closed again); its routing takes them from then on."""
+        settings = producer.settings
+        max_pending = settings.pending_per_partition(len(producer.partition_producers()) + len(parts))
+        added = [PartitionProducer(self._owner, name, index, settings, max_pending) for name, index in parts]
+        self._start(added, lambda p: p.close(self.operation_timeout))
+        if not producer.add_partitions(added):  # (closed meanwhile: these close too)
+            for partition in added:
+                self.forget_producer(partition)
+                partition.close(self.operation_timeout)
 
     @from_any_thread()
     def subscribe(
@@ -343,8 +362,19 @@ class Client:
             consumer.topic_watch = watch
             watch.start()
             return consumer
-        names = [partition for topic_name in settings.topics for partition in self._partitions_of(topic_name)]
+        counts: dict[str, int] = {}
+        names = []
+        for topic_name in settings.topics:
+            parts = self._partitions_of(topic_name)
+            names.extend(parts)
+            if parts[0][1] >= 0:
+                counts[topic_name] = len(parts)
         self._start_consumer(consumer, names)
+        if counts:  # (partitions added to these topics later are joined: partitionwatch.py)
+            partitions = PartitionWatch(cast(PartitionClient, self._owner), consumer, counts,
+                                        self.settings.partitions_update_interval_seconds, join_consumer_partitions)
+            consumer.topic_watch = partitions
+            partitions.start()
         return consumer
 
     def watch_namespace(self, namespace: str, sink: Any) -> tuple[Any, int] | None:

@@ -390,6 +390,9 @@ class ClientSettings(Settings):
     #: "auto", "gevent", "threads" or a Backend; read back, always the Backend
     backend: BackendSetting = BackendSetting()
     keep_alive_interval_seconds: int = option(30, integer(1))
+    #: how often a consumer of a partitioned topic asks whether it has more partitions now (the C++
+    #: client's partitionsUpdateInterval, 60 s, which the official Python wrapper does not expose)
+    partitions_update_interval_seconds: int = option(60, integer(1))
 
     # derived
     #: the service used first: service_url's, or the provider's initial ServiceInfo's (endpoint.py)

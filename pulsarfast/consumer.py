@@ -126,7 +126,7 @@ from .compression import decompress
 from .config import ConsumerSettings
 from .connection import BrokerConnection
 from .crypto import encryption_context, encryption_metadata
-from .enums import ConsumerCryptoFailureAction, ConsumerType
+from .enums import ConsumerCryptoFailureAction, ConsumerType, InitialPosition
 from .errors import (
     AlreadyClosed,
     BrokerMetadataError,
@@ -303,6 +303,9 @@ class TopicConsumer:
     def __init__(self, owner: "Consumer", topic: str, partition: int) -> None:
         self.owner = owner
         self.client: Owner = owner.client
+        #: where a new subscription starts on this topic (None: the consumer's initial_position; a
+        #: partition added to the topic later starts at its earliest: partitionwatch.py)
+        self.initial_position: InitialPosition | None = None
         self.settings: ConsumerSettings = owner.settings
         self.topic = topic
         self.partition = partition
@@ -373,7 +376,9 @@ class TopicConsumer:
         try:
             conn.request(lambda rid: proto.subscribe(
                 self.topic, settings.subscription_name, _SUB_TYPES[settings.consumer_type], self.consumer_id, rid,
-                consumer_name=settings.consumer_name, initial_position=int(settings.initial_position),
+                consumer_name=settings.consumer_name,
+                initial_position=int(self.initial_position if self.initial_position is not None
+                                     else settings.initial_position),
                 read_compacted=settings.is_read_compacted, metadata=settings.metadata,
                 replicate_subscription_state=settings.replicate_subscription_state_enabled,
                 durable=self.durable, start_message_id=start_id, schema=settings.wire_schema,

@@ -774,6 +774,19 @@ class Producer:
         self._closed = False
         #: why sends fail once closed (ForkedError for a named producer in a forked child)
         self._closed_error: PulsarException | None = None
+        #: a partitioned topic's PartitionWatch (partitionwatch.py: partitions added later), stopped at close
+        self.partition_watch: Any = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def add_partitions(self, partitions: list["PartitionProducer"]) -> bool:
+        """Partitions added to the topic, started: routed to from now on (False: closed meanwhile)."""
+        if self._closed:
+            return False
+        self._partitions = self._partitions + partitions  # (replaced, never changed in place: sends read it)
+        return True
 
     # -- the official API ---------------------------------------------------------------
 
@@ -852,6 +865,7 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        self._stop_partition_watch()
         if self._client.forked():
             return  # (the broker-side producer is the parent's)
         timeout = self._client.operation_timeout
@@ -869,9 +883,14 @@ class Producer:
     def partition_producers(self) -> list[PartitionProducer]:
         return list(self._partitions)
 
+    def _stop_partition_watch(self) -> None:
+        if self.partition_watch is not None:
+            self.partition_watch.close()
+
     def after_fork_in_child(self) -> None:
         """In a forked child (the client tells it): each partition starts over; a producer with a
         name of its own cannot be on the topic twice, so it is closed here with ForkedError."""
+        self._stop_partition_watch()
         for partition in self._partitions:
             partition.after_fork_in_child()
         if not self._closed and self.settings.producer_name:
@@ -883,6 +902,7 @@ class Producer:
     def abort(self) -> None:
         """The client shut down: every send still waiting fails with AlreadyClosed."""
         self._closed = True
+        self._stop_partition_watch()
         for partition in self._partitions:
             partition.abort(AlreadyClosed("the client shut down before the broker's receipt"))
 
