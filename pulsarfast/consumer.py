@@ -714,7 +714,8 @@ class TopicConsumer:
         it that works), as the official client does by crypto_failure_action: CONSUME hands it out
         as it came (a batch as one message, still compressed), with an encryption context that
         says so; DISCARD acknowledges it unread; FAIL does not deliver it and leaves it
-        unacknowledged (the broker delivers it again after a reconnect or a redelivery request)."""
+        unacknowledged (asked for again after the unacked-message timeout, when there is one, as
+        by the C++ client; else after a reconnect or a redelivery request)."""
         settings = self.settings
         action = settings.crypto_failure_action
         why = ("cannot be decrypted" if settings.decryptor is not None
@@ -743,6 +744,7 @@ class TopicConsumer:
         else:
             logger.error("[%s] message %s %s: not delivered, left unacknowledged (crypto_failure_action FAIL)",
                          self.topic, message_id, why)
+            self._track_undelivered(entries)
         return []
 
     def _undecryptable_chunk(self, ledger: int, entry: int) -> list[Message]:
@@ -759,8 +761,15 @@ class TopicConsumer:
             logger.error("[%s] chunk %d:%d cannot be decrypted: its message is not delivered, the chunk is left "
                          "unacknowledged (crypto_failure_action %s)", self.topic, ledger, entry,
                          settings.crypto_failure_action.name)
+            self._track_undelivered([(ledger, entry)])
         return []
 
+    def _track_undelivered(self, entries: list[tuple[int, int]]) -> None:
+        """Entries left unacknowledged undelivered (FAIL) go into the unacked-message timeout's
+        tracker, as the C++ client puts them in its own: with a timeout, they are asked for again
+        when it passes (and decrypted again, a key reader that can by then reading them)."""
+        if self.redelivery is not None:
+            self.redelivery.not_delivered(entries)
     def forget_chunks(self) -> None:
         """The incomplete chunked messages are forgotten and their expiry timer stops (closed, the
         client shut down, or in a forked child)."""

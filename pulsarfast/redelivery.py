@@ -191,6 +191,13 @@ class PartitionRedelivery:
                 unacked.add(message_id.entry_key(), delivery)
         return True
 
+    def not_delivered(self, entries: list[Entry]) -> None:
+        """Entries the consumer kept from the application (crypto_failure_action FAIL): asked for
+        again once the timeout passes, as if handed out."""
+        if self.unacked is not None:
+            for entry in entries:
+                self.unacked.add(entry, None)
+
     def acknowledged(self, entry: Entry) -> None:
         if self.unacked is not None:
             self.unacked.remove(entry)

@@ -15,7 +15,7 @@ import pytest
 
 import pulsarfast as pulsar
 from tests.support.pulsar_helpers import needs_official, official, official_session, send_all, send_outcomes
-from tests.support.waiting import run_blocking
+from tests.support.waiting import run_blocking, wait_for
 
 cryptography = pytest.importorskip("cryptography")
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
@@ -272,6 +272,25 @@ def test_failure_actions_are_the_official_ones(client, pulsar_broker, pulsar_top
         pulsar_broker, pulsar_topic, "official", len(left), crypto_key_reader=official_reader(keys)))
     ours_left = _ours_receive_all(client, pulsar_topic, "ours", len(left), crypto_key_reader=ours_reader(keys))
     assert [data for data, _, _ in theirs_left] == [data for data, _, _ in ours_left] == left
+
+
+def test_a_message_failed_under_fail_comes_again_after_the_unacked_timeout(client, pulsar_topic, backend, keys,
+                                                                            caplog):
+    """As the C++ client puts it in its unacked tracker: with a timeout it is asked for again (and
+    decrypted again), each time refused again with the wrong key; nothing is acknowledged."""
+    producer = client.create_producer(pulsar_topic, encryption_key=KEY, crypto_key_reader=ours_reader(keys),
+                                      batching_enabled=False)
+    consumer = client.subscribe(pulsar_topic, "again", crypto_key_reader=ours_reader(keys, "wrong"),
+                                unacked_messages_timeout_ms=1000, initial_position=pulsar.InitialPosition.Earliest)
+    producer.send(b"secret")
+
+    def refusals():
+        return sum("crypto_failure_action FAIL" in record.getMessage() for record in caplog.records)
+
+    with caplog.at_level(logging.ERROR, logger="pulsarfast"):
+        wait_for(lambda: refusals() >= 2, backend, timeout=15, message="the message delivered (and refused) again")
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=NOTHING_MS)
 
 
 # ----------------------------------------------------------------------------- keys that cannot be used
