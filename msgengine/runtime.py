@@ -71,7 +71,7 @@ __all__ = [
     "os_thread_ident", "start_os_thread", "timer_delay",
 ]
 
-BACKEND_NAMES = ("auto", "gevent", "threads")
+BACKEND_NAMES = ("auto", "gevent", "threads", "asyncio")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,13 +114,17 @@ def gevent_socket_patched() -> bool:
 
 
 def get_backend(name: str | Backend = "auto") -> Backend:
-    """The backend for a `backend=` argument: "auto", "gevent", "threads" or an instance."""
+    """The backend for a `backend=` argument: "auto", "gevent", "threads", "asyncio" (the running
+    loop's: msgengine.aio) or an instance."""
     if isinstance(name, Backend):
         return name
     if name not in BACKEND_NAMES:
         raise EngineConfigError("backend must be one of %s, not %r" % (", ".join(BACKEND_NAMES), name))
     if name == "auto":
         name = "gevent" if gevent_socket_patched() else "threads"
+    if name == "asyncio":  # (one per running loop: msgengine.aio, imported only here)
+        from .aio import backend_for_running_loop
+        return backend_for_running_loop()
     with _backends_lock:
         backend = _backends.get(name)
         if backend is None:

@@ -118,7 +118,21 @@ def test_auto_in_this_process_is_threads():
     assert get_backend().name == "threads"
 
 
-@pytest.mark.parametrize("name", ["asyncio", "", "GEVENT", "tornado", None, 3])
+@pytest.fixture(params=["gevent", "threads", "asyncio"])
+def backend(request):
+    """The backend under test; an "asyncio" test runs in a task of that backend on a loop of its
+    own (tests/engine/conftest.py)."""
+    return request.param
+
+
+def test_asyncio_outside_a_running_loop_is_a_config_error_naming_the_loop():
+    with pytest.raises(EngineConfigError, match="running event loop"):
+        get_backend("asyncio")
+    with pytest.raises(nsq.Error, match="running event loop"):
+        nsq.config.Config(backend="asyncio")
+
+
+@pytest.mark.parametrize("name", ["", "GEVENT", "tornado", None, 3])
 def test_invalid_backend_name_raises_a_config_error(name):
     # the engine refuses it with its own error; nsq's Config says it with nsq's
     with pytest.raises(EngineConfigError) as info:
@@ -132,7 +146,7 @@ def test_invalid_backend_name_raises_a_config_error(name):
 
 def test_invalid_backend_name_rejected_by_writer():
     with pytest.raises(nsq.Error):
-        nsq.Writer(["127.0.0.1:4150"], backend="asyncio")
+        nsq.Writer(["127.0.0.1:4150"], backend="tornado")
 
 
 def test_get_backend_returns_one_instance_per_name_and_passes_instances_through(backend):
@@ -409,8 +423,8 @@ def test_call_threadsafe_runs_fn_in_backend_context(backend):
     value, thread_id, in_context = ran[0]
     assert value == "v"
     assert in_context
-    if backend == "gevent":
-        # the gevent hub lives in this (the main) thread: the callback was moved here
+    if backend in ("gevent", "asyncio"):
+        # the gevent hub (or the event loop) lives in this (the main) thread: the callback was moved here
         assert thread_id == main_thread
     else:
         assert thread_id == t.ident

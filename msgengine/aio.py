@@ -1,0 +1,557 @@
+"""The asyncio backend: the engine's blocking-style code (drivers, supervisors, the clients' sync
+APIs) runs on the program's running event loop, with no OS thread per connection.
+
+A task is a greenlet (``greenlet`` is gevent's own coroutine library; gevent itself is never
+imported here) driven by an asyncio Task of the loop. Where the engine blocks (an Event's wait, a
+socket read, a sleep, a lock held by another task), the greenlet hands an awaitable to its driving
+coroutine (``await_only``), which awaits it on the loop and switches back with the outcome. So
+every hook and callback runs on the loop's thread, between the loop's other tasks, and a blocking
+call costs two greenlet switches around the await.
+
+Where calls come from:
+
+- coroutines of the program: ``await run_sync(fn, *args)`` runs a blocking call of a client (its
+  sync API) in a task of the running loop's backend and awaits its outcome; this is what
+  ``pulsarfast.asyncio`` is made of. A blocking call made directly on the loop, outside such a
+  task, raises ``BlockingCallError`` (it would freeze the loop) instead of hanging;
+- other OS threads: the one door, ``loop.call_soon_threadsafe`` (``call_and_wait`` waits on the
+  caller's own thread for the outcome), the rule the gevent backend's door follows;
+- timers: ``loop.call_later``, each call in a task of its own.
+
+Sockets are non-blocking; ``AioSocket`` gives the transports the blocking socket calls they use
+(``recv_into``, ``send``, ``sendall``, a timeout of 0 for reads that never wait), each wait an
+await on the loop's readiness callbacks. TLS and the compression layers sit on top as they do on
+the other backends (``msgengine.transport``).
+
+``get_backend("asyncio")`` needs a running loop and hands out that loop's backend (one per loop).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import queue as _queue
+import socket as _socket
+import threading
+import weakref
+from typing import Any, Awaitable, Callable
+
+import greenlet
+
+from .errors import CallTimeoutError, EngineConfigError, EngineError, HubThreadError
+from .primitives import Backend, Task, Timer, spent, timer_delay
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AsyncioBackend", "AioSocket", "BlockingCallError", "await_only", "backend_for_running_loop", "run_sync"]
+
+
+class BlockingCallError(EngineError, RuntimeError):
+    """A blocking call made on the event loop outside a task of the asyncio backend (it would
+    freeze the loop): await it through ``run_sync`` (what ``pulsarfast.asyncio`` does)."""
+
+
+class _TaskGreenlet(greenlet.greenlet):
+    """A greenlet of the asyncio backend: one that may block (its waits are awaits on the loop)."""
+
+    backend: "AsyncioBackend"
+
+
+def _task_greenlet() -> _TaskGreenlet:
+    """The running task greenlet; BlockingCallError when the caller is not in one."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _TaskGreenlet):
+        raise BlockingCallError("a blocking call on the event loop's thread outside a task of the asyncio "
+                                "backend would freeze the loop: await it (msgengine.aio.run_sync, or the "
+                                "pulsarfast.asyncio API)")
+    return current
+
+
+def await_only(make: Callable[[], Awaitable[Any]]) -> Any:
+    """Await make()'s awaitable on the loop from a task greenlet and return its result (raise its
+    exception); BlockingCallError (and nothing made) outside a task greenlet."""
+    parent = _task_greenlet().parent
+    assert parent is not None
+    return parent.switch(make())
+
+
+async def _drive(backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run fn(*args, **kwargs) in a task greenlet, awaiting on the loop whatever it hands over."""
+    glet = _TaskGreenlet(functools.partial(fn, *args, **kwargs), parent=greenlet.getcurrent())
+    glet.backend = backend
+    handed = glet.switch()
+    while not glet.dead:
+        try:
+            value = await handed
+        except BaseException as exc:  # (a CancelledError too: raised where the greenlet waits)
+            handed = glet.throw(exc)
+        else:
+            handed = glet.switch(value)
+    return handed
+
+
+def backend_for_running_loop() -> "AsyncioBackend":
+    """The running loop's backend (made at its first use)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise EngineConfigError("backend='asyncio' needs a running event loop: make the client in a "
+                                "coroutine (or choose backend='gevent' or 'threads')") from None
+    backend = _BACKENDS.get(loop)
+    if backend is None:
+        backend = _BACKENDS[loop] = AsyncioBackend(loop)
+    return backend
+
+
+_BACKENDS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncioBackend]" = weakref.WeakKeyDictionary()
+
+
+async def run_sync(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Await the blocking call fn(*args, **kwargs), run in a task of the running loop's backend."""
+    return await _drive(backend_for_running_loop(), fn, args, kwargs)
+
+
+# ----------------------------------------------------------------------------- tasks and timers
+
+
+class _AioTask:
+    __slots__ = ("task", "backend")
+
+    def __init__(self, task: "asyncio.Task[Any]", backend: "AsyncioBackend") -> None:
+        self.task = task
+        self.backend = backend
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.task.done():
+            return
+        try:
+            await_only(lambda: asyncio.wait_for(asyncio.shield(self.task), timeout))
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+        except Exception:
+            pass  # (its own failure was logged where it ended)
+
+
+def _log_failure(task: "asyncio.Task[Any]") -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        logger.error("task %s raised", task.get_name(), exc_info=exc)
+
+
+class _AioTimer(Timer):
+    """A call_later / call_every handle: each call runs in a task of its own."""
+
+    __slots__ = ("_backend", "_periodic", "_interval", "_fn", "_args", "_handle", "_cancelled", "_deadline",
+                 "_running")
+
+    def __init__(self, backend: "AsyncioBackend", delay: float, periodic: bool, fn: Callable[..., Any],
+                 args: tuple) -> None:
+        self._backend = backend
+        self._periodic = periodic
+        self._interval = delay
+        self._fn = fn
+        self._args = args
+        self._handle: Any = None
+        self._cancelled = False
+        self._deadline: float | None = None
+        self._running: Any = None
+        backend.on_loop(self._schedule, delay)
+
+    def _schedule(self, delay: float) -> None:
+        if self._cancelled:
+            return
+        loop = self._backend.loop
+        self._deadline = loop.time() + delay
+        self._handle = loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._deadline = None
+        if self._cancelled:
+            return
+        self._running = self._backend.spawn(self._call)
+
+    def _call(self) -> None:
+        try:
+            self._fn(*self._args)
+        except Exception:
+            logger.exception("timer call %r raised", self._fn)
+        if self._periodic and not self._cancelled:
+            self._schedule(self._interval)
+        elif not self._periodic:
+            self._fn, self._args = spent, ()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._backend.on_loop(self._cancel_on_loop)
+
+    def _cancel_on_loop(self) -> None:
+        handle, self._handle = self._handle, None
+        self._deadline = None
+        if handle is not None:
+            handle.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @property
+    def deadline(self) -> float | None:
+        return self._deadline
+
+    def join(self, timeout: float | None = None) -> bool:
+        running = self._running
+        if running is not None:
+            running.join(timeout)
+        return not running or running.task.done()
+
+
+# ----------------------------------------------------------------------------- primitives
+
+
+class _Event:
+    """threading.Event's interface on the loop (set() from any thread goes through the door)."""
+
+    __slots__ = ("_backend", "_event")
+
+    def __init__(self, backend: "AsyncioBackend") -> None:
+        self._backend = backend
+        self._event = asyncio.Event()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._backend.on_loop(self._event.set)
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._event.is_set():
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        try:
+            await_only(lambda: asyncio.wait_for(self._event.wait(), timeout))
+        except asyncio.TimeoutError:
+            return self._event.is_set()
+        return True
+
+
+class _Lock:
+    """A lock of the loop's tasks, held across waits if need be (reentrant or not)."""
+
+    __slots__ = ("_reentrant", "_owner", "_count", "_waiters")
+
+    def __init__(self, reentrant: bool) -> None:
+        self._reentrant = reentrant
+        self._owner: Any = None
+        self._count = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        me = greenlet.getcurrent()
+        if self._owner is me and self._reentrant:
+            self._count += 1
+            return True
+        while self._owner is not None:
+            if not blocking:
+                return False
+            _task_greenlet()  # (BlockingCallError before anything is queued)
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await_only(lambda: waiter if timeout is None or timeout < 0 else asyncio.wait_for(waiter, timeout))
+            except asyncio.TimeoutError:
+                return False
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self._owner = me
+        self._count = 1
+        return True
+
+    def release(self) -> None:
+        self._count -= 1
+        if self._count == 0:
+            self._owner = None
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    break
+
+    def __enter__(self) -> "_Lock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+
+class _Queue:
+    """queue.SimpleQueue's interface on the loop (put() from any thread goes through the door)."""
+
+    __slots__ = ("_backend", "_items", "_getters")
+
+    def __init__(self, backend: "AsyncioBackend") -> None:
+        self._backend = backend
+        self._items: collections.deque[Any] = collections.deque()
+        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        self._backend.on_loop(self._put, item)
+
+    put_nowait = put
+
+    def _put(self, item: Any) -> None:
+        self._items.append(item)
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                return
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        items = self._items
+        while not items:
+            if not block or (timeout is not None and timeout <= 0):
+                raise _queue.Empty
+            _task_greenlet()  # (BlockingCallError before anything is queued)
+            getter = asyncio.get_running_loop().create_future()
+            self._getters.append(getter)
+            try:
+                await_only(lambda: getter if timeout is None else asyncio.wait_for(getter, timeout))
+            except asyncio.TimeoutError:
+                if not items:
+                    raise _queue.Empty from None
+            except BaseException:
+                if getter.done() and not getter.cancelled() and items:
+                    self._wake_one()  # (woken, then cancelled: the item goes to the next getter)
+                raise
+        return items.popleft()
+
+    def get_nowait(self) -> Any:
+        return self.get(False)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+
+class AioSocket:
+    """A non-blocking socket with the blocking calls the transports use, each wait an await on
+    the loop (timeouts as socket.settimeout's: None waits, 0 raises BlockingIOError)."""
+
+    def __init__(self, sock: _socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._loop = loop
+        self._timeout: float | None = None
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def settimeout(self, timeout: float | None) -> None:
+        self._timeout = timeout
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def getpeername(self) -> Any:
+        return self._sock.getpeername()
+
+    def getsockname(self) -> Any:
+        return self._sock.getsockname()
+
+    def setsockopt(self, *args: Any) -> None:
+        self._sock.setsockopt(*args)
+
+    def getsockopt(self, *args: Any) -> Any:
+        return self._sock.getsockopt(*args)
+
+    def shutdown(self, how: int) -> None:
+        self._sock.shutdown(how)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def _wait(self, writing: bool) -> None:
+        if self._timeout is not None and self._timeout <= 0:
+            raise BlockingIOError("the socket is not ready")
+        loop = self._loop
+        fd = self._sock.fileno()
+        ready = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        (loop.add_writer if writing else loop.add_reader)(fd, wake)
+        try:
+            await_only(lambda: ready if self._timeout is None else asyncio.wait_for(ready, self._timeout))
+        except asyncio.TimeoutError:
+            raise _socket.timeout("timed out") from None
+        finally:
+            (loop.remove_writer if writing else loop.remove_reader)(fd)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        while True:
+            try:
+                return self._sock.recv_into(buffer, nbytes, flags)
+            except (BlockingIOError, InterruptedError):
+                if flags & _socket.MSG_DONTWAIT:
+                    raise
+                self._wait(False)
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        while True:
+            try:
+                return self._sock.recv(size, flags)
+            except (BlockingIOError, InterruptedError):
+                self._wait(False)
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        while True:
+            try:
+                return self._sock.send(data, flags)
+            except (BlockingIOError, InterruptedError):
+                self._wait(True)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        view = memoryview(data).cast("B")
+        while view:
+            sent = self.send(view, flags)
+            view = view[sent:]
+
+
+def _numeric(host: str, port: int) -> list | None:
+    """getaddrinfo's answer for an IP address (None for a name, which the resolver must look up)."""
+    for family in (_socket.AF_INET, _socket.AF_INET6):
+        try:
+            _socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return [(family, _socket.SOCK_STREAM, 0, "", (host, port))]
+    return None
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+class AsyncioBackend(Backend):
+    """The primitives of one running event loop; see the module docstring."""
+
+    name = "asyncio"
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._thread = threading.get_ident()  # (the loop's thread: made from a coroutine running on it)
+
+    def __repr__(self) -> str:
+        return "<AsyncioBackend %r>" % (self.loop,)
+
+    def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Call fn(*args) now on the loop's thread, or through the door from another thread."""
+        if threading.get_ident() == self._thread:
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
+        if threading.get_ident() != self._thread:
+            raise HubThreadError("spawn() on the asyncio backend from another OS thread: use call_threadsafe()")
+        task = self.loop.create_task(_drive(self, fn, args, {}), name="msgengine-%s" % getattr(fn, "__name__", "task"))
+        task.add_done_callback(_log_failure)
+        return _AioTask(task, self)
+
+    def sleep(self, seconds: float) -> None:
+        await_only(lambda: asyncio.sleep(max(0.0, seconds)))
+
+    def pause(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+    def event(self) -> _Event:
+        return _Event(self)
+
+    def lock(self) -> _Lock:
+        return _Lock(reentrant=True)
+
+    def mutex(self) -> _Lock:
+        return _Lock(reentrant=False)
+
+    def waiter(self) -> _Event:
+        return _Event(self)
+
+    def queue(self) -> _Queue:
+        return _Queue(self)
+
+    def create_connection(self, address: tuple[str, int], timeout: float | None) -> Any:
+        host, port = address
+        infos = _numeric(host, port)  # (an IP address needs no resolver: no executor thread for it)
+        if infos is None:
+            infos = await_only(lambda: self.loop.getaddrinfo(host, port, type=_socket.SOCK_STREAM))
+        last: BaseException | None = None
+        for family, kind, proto, _name, sockaddr in infos:
+            sock = _socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                await_only(lambda: asyncio.wait_for(self.loop.sock_connect(sock, sockaddr), timeout))
+            except asyncio.TimeoutError:
+                sock.close()
+                last = _socket.timeout("connect to %s:%d timed out" % (host, port))
+            except OSError as exc:
+                sock.close()
+                last = exc
+            else:
+                return AioSocket(sock, self.loop)
+        raise last if last is not None else OSError("no address for %s" % host)
+
+    # -- other threads ---------------------------------------------------------------------
+
+    def call_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.loop.call_soon_threadsafe(self.spawn, fn, *args)
+
+    def call_and_wait(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+        if self.in_backend_context():
+            return fn()
+        if threading.get_ident() == self._thread:
+            raise BlockingCallError("%r blocks: on the event loop's thread, await it (msgengine.aio.run_sync, or "
+                                    "the pulsarfast.asyncio API)" % (fn,))
+        future = asyncio.run_coroutine_threadsafe(_drive(self, fn, (), {}), self.loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise CallTimeoutError("the event loop did not run %r within %ss" % (fn, timeout)) from None
+
+    def in_backend_context(self) -> bool:
+        return threading.get_ident() == self._thread and isinstance(greenlet.getcurrent(), _TaskGreenlet)
+
+    def check_context(self, what: str) -> None:
+        if threading.get_ident() != self._thread:
+            raise HubThreadError("%s on the asyncio backend from another OS thread" % what)
+
+    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await_only(lambda: self.loop.run_in_executor(None, functools.partial(fn, *args)))
+
+    def current_task_id(self) -> int:
+        return id(greenlet.getcurrent())
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Timer:
+        return _AioTimer(self, timer_delay(delay), False, fn, args)
+
+    def call_every(self, interval: float, fn: Callable[..., Any], *args: Any) -> Timer:
+        return _AioTimer(self, timer_delay(interval, periodic=True), True, fn, args)
+

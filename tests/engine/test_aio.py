@@ -1,0 +1,174 @@
+"""What only the asyncio backend (msgengine.aio) has: the door from coroutines (``run_sync``), a
+blocking call made on the loop outside a task refused instead of freezing the loop, no OS thread of
+its own, cancellation that loses no queued item, and its sockets' timeouts. (The primitives' common
+semantics run on it in tests/engine/test_runtime.py, beside gevent and threads.)"""
+from __future__ import annotations
+
+import asyncio
+import queue
+import socket
+import threading
+
+import pytest
+
+from msgengine.aio import BlockingCallError, backend_for_running_loop, run_sync
+from msgengine.errors import CallTimeoutError
+
+WAIT = 5.0
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 30))
+
+
+def test_run_sync_returns_the_value_and_raises_the_exception_of_a_blocking_call():
+    async def main():
+        backend = backend_for_running_loop()
+
+        def slow_add(a, b):
+            backend.sleep(0.01)
+            return a + b
+
+        def fails():
+            backend.sleep(0)
+            raise KeyError("k")
+
+        assert await run_sync(slow_add, 2, b=3) == 5
+        with pytest.raises(KeyError):
+            await run_sync(fails)
+
+    run(main())
+
+
+def test_a_blocking_call_on_the_loop_outside_a_task_is_refused_not_a_freeze():
+    async def main():
+        backend = backend_for_running_loop()
+        with pytest.raises(BlockingCallError):
+            backend.sleep(0.01)
+        with pytest.raises(BlockingCallError):
+            backend.event().wait(1.0)
+        with pytest.raises(BlockingCallError):
+            backend.call_and_wait(lambda: 1)
+
+    run(main())
+
+
+def test_the_loop_goes_on_while_a_task_blocks_and_no_os_thread_is_started():
+    async def main():
+        backend = backend_for_running_loop()
+        threads = threading.active_count()
+        ticks = []
+
+        async def ticker():
+            while True:
+                ticks.append(1)
+                await asyncio.sleep(0.005)
+
+        ticking = asyncio.create_task(ticker())
+        event = backend.event()
+        backend.call_later(0.2, event.set)
+        assert await run_sync(event.wait, WAIT)  # (blocks its task for 0.2 s, not the loop)
+        ticking.cancel()
+        assert len(ticks) > 5
+        assert threading.active_count() == threads
+
+    run(main())
+
+
+def test_a_cancelled_get_leaves_the_item_for_the_next_getter():
+    async def main():
+        backend = backend_for_running_loop()
+        items = backend.queue()
+        first = asyncio.ensure_future(run_sync(items.get))
+        second = asyncio.ensure_future(run_sync(items.get))
+        await asyncio.sleep(0.01)  # (both wait)
+        items.put("only")  # (wakes the first getter, which is cancelled before it runs)
+        first.cancel()
+        assert await asyncio.wait_for(second, WAIT) == "only"
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert items.empty()
+
+    run(main())
+
+
+def test_a_get_that_times_out_raises_empty():
+    async def main():
+        backend = backend_for_running_loop()
+        with pytest.raises(queue.Empty):
+            await run_sync(backend.queue().get, True, 0.01)
+
+    run(main())
+
+
+def test_another_thread_enters_through_the_door_and_waits_with_a_bound():
+    async def main():
+        backend = backend_for_running_loop()
+        loop_thread = threading.get_ident()
+
+        def on_the_loop():
+            backend.sleep(0.01)
+            return threading.get_ident()
+
+        def stuck():
+            backend.sleep(WAIT)
+
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, backend.call_and_wait, on_the_loop) == loop_thread
+        with pytest.raises(CallTimeoutError):
+            await loop.run_in_executor(None, backend.call_and_wait, stuck, 0.05)
+
+    run(main())
+
+
+def test_call_every_repeats_until_cancelled():
+    async def main():
+        backend = backend_for_running_loop()
+        calls = []
+        enough = backend.event()
+
+        def tick():
+            calls.append(1)
+            if len(calls) == 3:
+                enough.set()
+
+        timer = backend.call_every(0.01, tick)
+        assert await run_sync(enough.wait, WAIT)
+        timer.cancel()
+        assert timer.cancelled and timer.deadline is None
+
+    run(main())
+
+
+def test_socket_reads_wait_on_the_loop_and_time_out_as_sockets_do():
+    async def main():
+        backend = backend_for_running_loop()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        try:
+            def exchange():
+                sock = backend.create_connection(listener.getsockname(), WAIT)
+                peer, _ = backend.run_blocking(listener.accept)
+                try:
+                    buffer = bytearray(16)
+                    sock.settimeout(0.0)
+                    with pytest.raises(BlockingIOError):
+                        sock.recv_into(buffer)
+                    sock.settimeout(0.05)
+                    with pytest.raises(socket.timeout):
+                        sock.recv_into(buffer)
+                    sock.settimeout(None)
+                    peer.sendall(b"hello")
+                    n = sock.recv_into(buffer)
+                    sock.sendall(b"back")
+                    return bytes(buffer[:n]), peer.recv(4)
+                finally:
+                    peer.close()
+                    sock.close()
+
+            assert await run_sync(exchange) == (b"hello", b"back")
+        finally:
+            listener.close()
+
+    run(main())
