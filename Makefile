@@ -86,14 +86,17 @@ bench: install nsq pulsar
 # benchmarks/results/pulsar_quick.json (make bench runs it too and puts it in the README);
 # then where a batched consume's time goes (benchmarks/pulsar_dispatch.py: the broker's
 # round trip per entry, and each client's receive + acknowledge from a full queue); then a
-# JsonSchema topic and 1 MiB chunked messages (benchmarks/pulsar_features.py).
+# JsonSchema topic and 1 MiB chunked messages (benchmarks/pulsar_features.py); then
+# pulsarfast.asyncio beside the official pulsar.asyncio (benchmarks/pulsar_asyncio.py).
 # `make bench-pulsar PULSAR_BENCH_ARGS=--quick PULSAR_FEATURES_ARGS=--quick` is a smoke run.
 PULSAR_BENCH_ARGS ?=
 PULSAR_FEATURES_ARGS ?=
+PULSAR_ASYNCIO_ARGS ?=
 bench-pulsar: install pulsar
 	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
 	$(PY) benchmarks/pulsar_dispatch.py --json benchmarks/results/pulsar_dispatch.json
 	$(PY) benchmarks/pulsar_features.py $(PULSAR_FEATURES_ARGS)
+	$(PY) benchmarks/pulsar_asyncio.py $(PULSAR_ASYNCIO_ARGS)
 
 # The pynsq program corpus (tests/nsq/pynsq_programs/) on pynsq 0.9.1 + tornado, to
 # show each program is a correct pynsq program; `make test` runs it on nsqfast.

@@ -92,6 +92,11 @@ def pulsar_section(results_dir: str) -> str | None:
         with open(features) as f:
             table += ("\n\n##### A schema'd topic and chunked messages (`benchmarks/pulsar_features.py`)\n\n"
                       + json.load(f)["markdown"])
+    on_loop = os.path.join(results_dir, "pulsar_asyncio.json")
+    if os.path.exists(on_loop):
+        with open(on_loop) as f:
+            table += ("\n\n##### asyncio: `pulsarfast.asyncio` beside `pulsar.asyncio` (`benchmarks/pulsar_asyncio.py`)\n\n"
+                      + json.load(f)["markdown"])
     return "#### Pulsar (pulsarfast beside the official client, `make bench-pulsar`)\n\n" + table
 
 

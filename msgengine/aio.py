@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import functools
 import logging
 import queue as _queue
@@ -357,6 +358,8 @@ class AioSocket:
         self._sock = sock
         self._loop = loop
         self._timeout: float | None = None
+        #: the readiness futures tasks wait on (woken with an error when the socket closes)
+        self._waiting: list[asyncio.Future[None]] = []
 
     def fileno(self) -> int:
         return self._sock.fileno()
@@ -383,6 +386,16 @@ class AioSocket:
         self._sock.shutdown(how)
 
     def close(self) -> None:
+        """Close the socket: a task waiting on it wakes with OSError (EBADF), and the loop forgets
+        its descriptor first (a socket opened next may get the same number)."""
+        fd = self._sock.fileno()
+        if fd >= 0:
+            self._loop.remove_reader(fd)
+            self._loop.remove_writer(fd)
+        for ready in self._waiting:
+            if not ready.done():
+                ready.set_exception(OSError(errno.EBADF, "the socket was closed"))
+        self._waiting.clear()
         self._sock.close()
 
     def _wait(self, writing: bool) -> None:
@@ -390,6 +403,8 @@ class AioSocket:
             raise BlockingIOError("the socket is not ready")
         loop = self._loop
         fd = self._sock.fileno()
+        if fd < 0:
+            raise OSError(errno.EBADF, "the socket was closed")
         ready = loop.create_future()
 
         def wake() -> None:
@@ -397,12 +412,16 @@ class AioSocket:
                 ready.set_result(None)
 
         (loop.add_writer if writing else loop.add_reader)(fd, wake)
+        self._waiting.append(ready)
         try:
             await_only(lambda: ready if self._timeout is None else asyncio.wait_for(ready, self._timeout))
         except asyncio.TimeoutError:
             raise _socket.timeout("timed out") from None
         finally:
-            (loop.remove_writer if writing else loop.remove_reader)(fd)
+            if ready in self._waiting:
+                self._waiting.remove(ready)
+            if self._sock.fileno() >= 0:
+                (loop.remove_writer if writing else loop.remove_reader)(fd)
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         while True:

@@ -12,6 +12,8 @@ Layout:
     consumer.py    Consumer (queue, acks, listener, seek) and TopicConsumer (subscribe, permits, batches)
     reader.py      Reader: a non-durable subscription from a chosen position
     tableview.py   TableView (the official pulsar.tableview): a topic's latest value per key, decoded
+    asyncio.py     the official pulsar.asyncio module: the sync API on the asyncio backend, awaited (not imported here)
+    aiotake.py     Takes: pulsarfast.asyncio's receives, a cancelled one losing no message
     table.py       RawTableView (_pulsar.TableView): the reader, catching up, following, listeners
     position.py    StartPosition: where a subscription starts, what before it is dropped
     connection.py  BrokerConnection: the engine's driver running the protocol object

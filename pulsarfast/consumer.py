@@ -1148,6 +1148,8 @@ class Consumer:
         #: (under gevent the hub's loop wakes for signals itself)
         self._wake_on_signals = self.backend.name == "threads"
         self._ready: collections.deque[tuple[TopicConsumer, int, Message]] = collections.deque()
+        #: messages handed out and put back (return_to_queue): the next receive() takes these first
+        self._returned: collections.deque[tuple[TopicConsumer, int, Message]] = collections.deque()
         #: open and in the process that made it: receive()'s fast path may be taken
         self._usable = True
         #: started in a process this one forked from (every call raises ForkedError)
@@ -1240,7 +1242,7 @@ class Consumer:
         that is also a KeyboardInterrupt)."""
         # the fast path: a message of an arrived batch is ready (no queue, no lock but the permits')
         ready = self._ready
-        if ready and self._usable and self._listener is None \
+        if ready and not self._returned and self._usable and self._listener is None \
                 and (timeout_millis is None or type(timeout_millis) is int) and self.backend.in_backend_context():
             try:
                 consumer, epoch, message = ready.popleft()
@@ -1288,6 +1290,11 @@ class Consumer:
         ready = self._ready
         get = self._queue.get
         while True:
+            if self._returned:
+                returned = self._take_returned()
+                if returned is not None:
+                    return returned
+                continue
             try:
                 consumer, epoch, message = ready.popleft()
             except IndexError:
@@ -1307,6 +1314,25 @@ class Consumer:
             handed = self._hand_out(consumer, epoch, message)
             if handed is not None:
                 return handed
+
+    def return_to_queue(self, message: Message) -> None:
+        """Put back a message receive() handed out: the next receive() returns it again, before any
+        other. For a caller that took a message it could not pass on (an asyncio receive cancelled
+        meanwhile: pulsarfast.asyncio). A seek drops what was put back, and so does a new
+        subscription of a durable consumer (a reconnect): its broker delivers those messages again."""
+        consumer = self._topic_consumer(message.message_id(), needs_topic=False)
+        self._returned.appendleft((consumer, consumer.epoch, message))
+        self._queue.put(_WAKE)  # (a receive() waiting on the queue looks again)
+
+    def _take_returned(self) -> Message | None:
+        """The first message put back (None: none, or one a durable subscription's broker sends again)."""
+        try:
+            consumer, epoch, message = self._returned.popleft()
+        except IndexError:
+            return None
+        if epoch != consumer.epoch and consumer.durable:
+            return None
+        return message
 
     def _accept(self, item: Any) -> Any:
         """An item taken from the queue: a batch joins the ready messages (None), _CLOSED stays
@@ -1596,6 +1622,7 @@ class Consumer:
         partition, another id to its own partition. Blocks for the broker's
         answer; raises on failure."""
         self._check_open()
+        self._returned.clear()  # (messages put back are from before the seek)
         if isinstance(messageid, int) and not isinstance(messageid, bool):
             if messageid < 0:
                 raise ValueError("a seek timestamp is milliseconds since the epoch, not %d" % messageid)

@@ -110,3 +110,24 @@ def test_a_call_from_another_thread_enters_through_the_door(pulsar_broker, pulsa
             await run_sync(client.close)
 
     run(main())
+
+
+def test_clients_one_after_another_on_one_loop(pulsar_broker, pulsar_topic):
+    """A closed client's sockets leave the loop's selector (a socket opened next gets the same
+    descriptor number) and wake the task reading them."""
+    async def main():
+        for round_ in range(3):
+            client = await run_sync(pulsar.Client, pulsar_broker.service_url, backend="asyncio",
+                                    operation_timeout_seconds=15)
+            try:
+                consumer = await run_sync(client.subscribe, pulsar_topic, "again-%d" % round_)
+                producer = await run_sync(client.create_producer, pulsar_topic)
+                await run_sync(producer.send, b"round %d" % round_)
+                message = await run_sync(consumer.receive, int(WAIT * 1000))
+                assert message.data() == b"round %d" % round_
+            finally:
+                await run_sync(client.close)
+        engine_tasks = [task for task in asyncio.all_tasks() if task.get_name().startswith("msgengine-")]
+        await asyncio.wait_for(asyncio.gather(*engine_tasks, return_exceptions=True), WAIT)  # (each one ends)
+
+    run(main())

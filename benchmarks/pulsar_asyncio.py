@@ -1,0 +1,200 @@
+"""asyncio benchmark: ``pulsarfast.asyncio`` (the engine on the running loop, msgengine.aio) beside
+the official ``pulsar.asyncio`` (C++ callbacks handed to the loop with call_soon_threadsafe).
+
+One real Pulsar standalone broker (tests/support/pulsar_broker.py, the JVM settings of
+benchmarks/pulsar_quick.py), then for each client, in its own subprocess, on fresh topics:
+
+  produce   N 100-byte messages, ``await producer.send(body)`` from 100 concurrent tasks (batching
+            off, both clients' default), timed from the first send to the last receipt
+  consume   the N messages, ``msg = await consumer.receive()`` + ``await consumer.acknowledge(msg)``
+            one after the other, from a subscription made (and closed) before the produce
+
+Checks (a row prints FAIL when one does not hold): the broker's msgInCounter equals N; every send
+returned an id; the consumer got N distinct payloads; the subscription's backlog is 0 after close.
+CPU: the client process's utime+stime over the timed part, per message. A warm-up pass (both
+clients, not recorded), then the median of --runs runs, interleaved.
+
+Usage:
+    .venv/bin/python benchmarks/pulsar_asyncio.py --quick     # 5,000 messages, 1 run
+    .venv/bin/python benchmarks/pulsar_asyncio.py             # 50,000 messages, 3 runs
+Writes benchmarks/results/pulsar_asyncio.json and prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from pulsar_quick import BROKER_JVM_ARGS, loadavg, payloads, self_cpu_seconds, tests_on_path  # noqa: E402
+
+DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_asyncio.json")
+CLIENTS = {
+    "pulsarfast": {"module": "pulsarfast.asyncio", "label": "pulsarfast.asyncio (on the loop)"},
+    "official": {"module": "pulsar.asyncio", "label": "official pulsar.asyncio 3.13"},
+}
+SENDERS = 100
+SUBSCRIPTION = "bench"
+
+
+# --------------------------------------------------------------------------- child: one client
+
+async def child(cfg: dict) -> dict:
+    if cfg["module"].startswith("pulsarfast"):
+        sys.path.insert(0, REPO)
+    aio = importlib.import_module(cfg["module"])
+    client = aio.Client(cfg["service_url"])
+    out: dict = {}
+    try:
+        topic, n = cfg["topic"], cfg["messages"]
+        await (await client.subscribe(topic, SUBSCRIPTION)).close()  # (the subscription holds what follows)
+        producer = await client.create_producer(topic)
+        bodies = payloads(n, b"a")
+        ids: list = []
+
+        async def sender(start: int) -> None:
+            for index in range(start, n, SENDERS):
+                ids.append(await producer.send(bodies[index]))
+
+        cpu, began = self_cpu_seconds(), time.perf_counter()
+        await asyncio.gather(*(sender(i) for i in range(SENDERS)))
+        out["produce"] = {"seconds": time.perf_counter() - began, "cpu_seconds": self_cpu_seconds() - cpu,
+                          "ids": len(ids)}
+        await producer.close()
+        consumer = await client.subscribe(topic, SUBSCRIPTION)
+        seen = set()
+        error = None
+        cpu, began = self_cpu_seconds(), time.perf_counter()
+        try:
+            for _ in range(n):
+                message = await asyncio.wait_for(consumer.receive(), 30)
+                seen.add(message.data())
+                await consumer.acknowledge(message)
+        except Exception as exc:  # (a timeout: fewer messages than produced)
+            error = "%s: %s" % (type(exc).__name__, exc)
+        out["consume"] = {"seconds": time.perf_counter() - began, "cpu_seconds": self_cpu_seconds() - cpu,
+                          "distinct": len(seen), "error": error}
+        await consumer.close()
+    finally:
+        await client.close()
+    return out
+
+
+# --------------------------------------------------------------------------- parent
+
+def run_child(cfg: dict, timeout: float) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                              env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after %.0fs" % timeout}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"error": "exit code %d" % proc.returncode, "stderr_tail": proc.stderr[-3000:]}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def check(broker, cfg: dict, result: dict) -> dict:
+    n = cfg["messages"]
+    produce, consume = result.get("produce"), result.get("consume")
+    if produce is None or consume is None:
+        return {"failures": [result.get("error", "no result"), result.get("stderr_tail", "")[-500:]]}
+    stats = broker.topic_stats(cfg["topic"])
+    fails = []
+    if stats["msgInCounter"] != n:
+        fails.append("broker msgInCounter %d != %d" % (stats["msgInCounter"], n))
+    if produce["ids"] != n:
+        fails.append("%d ids of %d sends" % (produce["ids"], n))
+    if consume["error"] or consume["distinct"] != n:
+        fails.append("received %d distinct of %d (%s)" % (consume["distinct"], n, consume["error"]))
+    backlog = stats["subscriptions"][SUBSCRIPTION]["msgBacklog"]
+    if backlog:
+        fails.append("backlog %d after the consumer closed" % backlog)
+    return {"produce_rate": n / produce["seconds"], "consume_rate": n / consume["seconds"],
+            "produce_cpu_us": produce["cpu_seconds"] / n * 1e6, "consume_cpu_us": consume["cpu_seconds"] / n * 1e6,
+            "failures": fails}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="5,000 messages, 1 run")
+    parser.add_argument("--json", default=DEFAULT_JSON)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        sys.stdout.write("RESULT " + json.dumps(asyncio.run(child(json.loads(args.child)))) + "\n")
+        return 0
+    if args.quick:
+        args.messages, args.runs = 5_000, 1
+
+    sys.dont_write_bytecode = True
+    tests_on_path()
+    from tests.support.pulsar_broker import PULSAR_VERSION, PulsarBroker
+
+    meta = {"pulsar_version": PULSAR_VERSION, "messages": args.messages, "runs": args.runs, "senders": SENDERS,
+            "loadavg_before": loadavg(), "python": sys.version.split()[0],
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    broker = PulsarBroker(jvm_args=BROKER_JVM_ARGS)
+    print("starting Pulsar %s standalone ..." % PULSAR_VERSION, flush=True)
+    broker.start()
+    timeout = 300 + args.messages * 0.01
+    runs = []
+    try:
+        for name in CLIENTS:  # (warm-up, not recorded)
+            run_child(dict(CLIENTS[name], service_url=broker.service_url, messages=args.messages,
+                           topic="warm-aio-" + name), timeout)
+        for run in range(args.runs):
+            for name in CLIENTS:
+                cfg = dict(CLIENTS[name], service_url=broker.service_url, messages=args.messages,
+                           topic="bench-aio-%s-r%d-%s" % (name, run, uuid.uuid4().hex[:6]))
+                row = check(broker, cfg, run_child(cfg, timeout))
+                runs.append({"client": name, "run": run, "row": row})
+                print("  %s: %s" % (name, "FAIL " + "; ".join(row["failures"]) if row["failures"] else
+                                    "produce %.0f/s, consume %.0f/s" % (row["produce_rate"], row["consume_rate"])),
+                      flush=True)
+    finally:
+        broker.kill()
+    summary = {}
+    for name in CLIENTS:
+        ok = [r["row"] for r in runs if r["client"] == name and not r["row"]["failures"]]
+        summary[name] = {key: (statistics.median(r[key] for r in ok) if ok else None)
+                         for key in ("produce_rate", "consume_rate", "produce_cpu_us", "consume_cpu_us")}
+    ours, theirs = summary["pulsarfast"], summary["official"]
+    lines = ["Median of %d runs, %s messages of 100 bytes; produce: `await send` from %d tasks; consume: "
+             "`await receive` + `await acknowledge`. `benchmarks/pulsar_asyncio.py`."
+             % (args.runs, format(args.messages, ","), SENDERS), "",
+             "| client | produce | consume | CPU µs/msg (produce / consume) |", "|---|---:|---:|---:|"]
+    for name, row in summary.items():
+        if row["produce_rate"] is None:
+            lines.append("| %s | FAIL | FAIL | - |" % CLIENTS[name]["label"])
+            continue
+        lines.append("| %s | %s msgs/s | %s msgs/s | %.0f / %.0f |" % (
+            CLIENTS[name]["label"], format(round(row["produce_rate"]), ","), format(round(row["consume_rate"]), ","),
+            row["produce_cpu_us"], row["consume_cpu_us"]))
+    if ours["produce_rate"] and theirs["produce_rate"]:
+        lines += ["", "pulsarfast.asyncio / official: produce %.2fx, consume %.2fx (targets: 2x each)" % (
+            ours["produce_rate"] / theirs["produce_rate"], ours["consume_rate"] / theirs["consume_rate"])]
+    table = "\n".join(lines)
+    print("\n" + table)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"meta": meta, "summary": summary, "markdown": table, "runs": runs}, f, indent=1)
+    print("\nwrote %s" % args.json)
+    return 0 if all(not r["row"]["failures"] for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
