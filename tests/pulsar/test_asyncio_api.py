@@ -277,9 +277,12 @@ async def _redeliver_and_shutdown(pulsar_asyncio, url, topic) -> list[Any]:
 def test_redeliver_unacknowledged_messages_and_shutdown(pulsar_broker, pulsar_topic):
     url = pulsar_broker.service_url
     fast = run(_redeliver_and_shutdown, fast_asyncio, url, pulsar_topic + "_f")
-    assert fast[:2] == [b"once", b"once"]
+    assert fast == [b"once", b"once", ("asyncio", "AlreadyClosed")]
     theirs = run(_redeliver_and_shutdown, official_asyncio, url, pulsar_topic + "_o")
-    assert fast == theirs
+    assert theirs[:2] == fast[:2]
+    # (the official client's receive pending at shutdown() fails with AlreadyClosed, as ours, or, on a
+    # loaded machine, is never answered at all: seen in 3 of 6 runs beside a CPU hog)
+    assert theirs[2] in (fast[2], "TimeoutError")
 
 
 def _parameters(fn: Any) -> list[tuple[str, Any, Any]]:
