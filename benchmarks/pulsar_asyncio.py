@@ -27,7 +27,6 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -36,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from pulsar_quick import BROKER_JVM_ARGS, loadavg, payloads, self_cpu_seconds, tests_on_path  # noqa: E402
+from pulsar_quick import BROKER_JVM_ARGS, loadavg, payloads, run_child, self_cpu_seconds, tests_on_path  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_asyncio.json")
 CLIENTS = {
@@ -92,19 +91,6 @@ async def child(cfg: dict) -> dict:
 
 # --------------------------------------------------------------------------- parent
 
-def run_child(cfg: dict, timeout: float) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                              env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
-    except subprocess.TimeoutExpired:
-        return {"error": "timed out after %.0fs" % timeout}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        return {"error": "exit code %d" % proc.returncode, "stderr_tail": proc.stderr[-3000:]}
-    return json.loads(lines[-1][len("RESULT "):])
-
-
 def check(broker, cfg: dict, result: dict) -> dict:
     n = cfg["messages"]
     produce, consume = result.get("produce"), result.get("consume")
@@ -155,12 +141,12 @@ def main() -> int:
     try:
         for name in CLIENTS:  # (warm-up, not recorded)
             run_child(dict(CLIENTS[name], service_url=broker.service_url, messages=args.messages,
-                           topic="warm-aio-" + name), timeout)
+                           topic="warm-aio-" + name), timeout, __file__)
         for run in range(args.runs):
             for name in CLIENTS:
                 cfg = dict(CLIENTS[name], service_url=broker.service_url, messages=args.messages,
                            topic="bench-aio-%s-r%d-%s" % (name, run, uuid.uuid4().hex[:6]))
-                row = check(broker, cfg, run_child(cfg, timeout))
+                row = check(broker, cfg, run_child(cfg, timeout, __file__))
                 runs.append({"client": name, "run": run, "row": row})
                 print("  %s: %s" % (name, "FAIL " + "; ".join(row["failures"]) if row["failures"] else
                                     "produce %.0f/s, consume %.0f/s" % (row["produce_rate"], row["consume_rate"])),

@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -42,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from pulsar_quick import BROKER_JVM_ARGS, loadavg, self_cpu_seconds, tests_on_path  # noqa: E402
+from pulsar_quick import BROKER_JVM_ARGS, loadavg, run_child, self_cpu_seconds, tests_on_path  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_features.json")
 CLIENTS = {
@@ -143,19 +142,6 @@ def child_main(cfg: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- parent
-
-def run_child(cfg: dict, timeout: float) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                              env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
-    except subprocess.TimeoutExpired:
-        return {"error": "timed out after %.0fs" % timeout}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        return {"error": "exit code %d" % proc.returncode, "stderr_tail": proc.stderr[-3000:]}
-    return json.loads(lines[-1][len("RESULT "):])
-
 
 def check(broker, cfg: dict, result: dict) -> dict:
     """Rates and the checks' failures, per workload of one run."""
@@ -273,14 +259,14 @@ def main() -> int:
             cfg = dict(CLIENTS[name], service_url=broker.service_url, records=args.records, chunked=args.chunked,
                        workloads=["json", "chunked"], topic_json="warm-json-" + name,
                        topic_chunked="warm-chunked-" + name)
-            run_child(cfg, timeout=300 + args.records * 0.005 + args.chunked * 1.0)
+            run_child(cfg, script=__file__, timeout=300 + args.records * 0.005 + args.chunked * 1.0)
         for run in range(args.runs):
             for name in clients:
                 tag = "%s-r%d-%s" % (name, run, uuid.uuid4().hex[:6])
                 cfg = dict(CLIENTS[name], service_url=broker.service_url, records=args.records,
                            chunked=args.chunked, workloads=["json", "chunked"],
                            topic_json="bench-json-" + tag, topic_chunked="bench-chunked-" + tag)
-                result = run_child(cfg, timeout=300 + args.records * 0.005 + args.chunked * 1.0)
+                result = run_child(cfg, script=__file__, timeout=300 + args.records * 0.005 + args.chunked * 1.0)
                 rows = check(broker, cfg, result)
                 runs.append({"client": name, "run": run, "rows": rows, "result": result})
                 for what, row in rows.items():

@@ -399,9 +399,11 @@ def ticker_workload(pulsar, client, topic: str) -> dict:
 
 # --------------------------------------------------------------------------- parent
 
-def run_child(cfg: dict, timeout: float) -> dict:
+def run_child(cfg: dict, timeout: float, script: str = __file__) -> dict:
+    """``script --child <cfg>`` in a subprocess: the dict its last ``RESULT`` line holds, or one
+    with ``error`` (and the output's tails). The other Pulsar benchmarks run their children here too."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)]
+    cmd = [sys.executable, os.path.abspath(script), "--child", json.dumps(cfg)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
     except subprocess.TimeoutExpired as exc:  # subprocess.run killed the child (ours)

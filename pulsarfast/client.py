@@ -385,9 +385,30 @@ class Client:
         """The topics the broker lists in namespace (a pattern subscription's listing)."""
         return list_namespace(self._discovery.lookup, namespace, mode, self.operation_timeout)
 
-    def start_topic_consumers(self, consumers: Sequence[TopicConsumer]) -> None:
-        """Subscribe TopicConsumers a pattern subscription joined (errors reach the caller)."""
-        self._start(consumers, lambda c: c.close())
+    def add_topics(self, consumer: Consumer, parts: Sequence[tuple[str, int]],
+                   initial_position: InitialPosition | None = None) -> None:
+        """Subscribe a running consumer on more topics or partitions (name, index): a pattern's new
+        topics, a topic's new partitions (initial_position: where their subscriptions start, when
+        not the consumer's). Raises, with none of them left in the consumer, when one cannot be
+        subscribed; a consumer closed meanwhile closes them too."""
+        added = [consumer.add_topic(name, index) for name, index in parts]
+        for each in added:
+            each.initial_position = initial_position
+        consumer.spread_budget()
+        try:
+            self._start(added, lambda c: c.close())  # (the ones started are closed again on an error)
+        except PulsarException:
+            for each in added:
+                consumer.remove_topic(each)
+            consumer.spread_budget()
+            raise
+        if consumer.closed:  # (closed while joining: what joined closes too)
+            for each in added:
+                self.forget_consumer(each)
+                try:
+                    each.close()
+                except PulsarException as exc:
+                    logger.info("[%s] closing %s: %s", consumer.topic(), each.topic, exc)
 
     @from_any_thread()
     def create_reader(

@@ -24,7 +24,7 @@ import logging
 import weakref
 from typing import Any, Callable, Protocol, Sequence
 
-from .consumer import Consumer, TopicConsumer
+from .consumer import Consumer
 from .enums import InitialPosition
 from .errors import PulsarException
 from .topics import partition_index
@@ -39,7 +39,8 @@ class PartitionClient(Protocol):
 
     def get_topic_partitions(self, topic: str) -> list[str]: ...
 
-    def start_topic_consumers(self, consumers: Sequence[TopicConsumer]) -> None: ...
+    def add_topics(self, consumer: Consumer, parts: Sequence[tuple[str, int]],
+                   initial_position: InitialPosition | None = None) -> None: ...
 
     def start_partition_producers(self, producer: Any, parts: list[tuple[str, int]]) -> None: ...
 
@@ -51,24 +52,9 @@ Join = Callable[[PartitionClient, Any, str, list[tuple[str, int]]], None]
 
 def join_consumer_partitions(client: PartitionClient, consumer: Consumer, _topic: str,
                              parts: list[tuple[str, int]]) -> None:
-    """Subscribe a consumer's new partitions, from their earliest message."""
-    added = [consumer.add_topic(name, index) for name, index in parts]
-    for each in added:
-        each.initial_position = InitialPosition.Earliest  # (what was written before it joined is its)
-    consumer.spread_budget()
-    try:
-        client.start_topic_consumers(added)  # (the ones started are closed again on an error)
-    except PulsarException:
-        for each in added:
-            consumer.remove_topic(each)
-        consumer.spread_budget()
-        raise
-    if consumer.closed:  # (closed while joining: what joined closes too)
-        for each in added:
-            try:
-                each.close()
-            except PulsarException:
-                pass
+    """Subscribe a consumer's new partitions, from their earliest message (what was written there
+    before it joined is its)."""
+    client.add_topics(consumer, parts, InitialPosition.Earliest)
 
 
 def join_producer_partitions(client: PartitionClient, producer: Any, _topic: str,

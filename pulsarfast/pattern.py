@@ -133,7 +133,7 @@ class PatternClient(Protocol):
 
     def topics_of_namespace(self, namespace: str, mode: RegexSubscriptionMode) -> list[str]: ...
 
-    def start_topic_consumers(self, consumers: Sequence[TopicConsumer]) -> None: ...
+    def add_topics(self, consumer: Consumer, parts: Sequence[tuple[str, int]]) -> None: ...
 
     def get_topic_partitions(self, topic: str) -> list[str]: ...
 
@@ -296,22 +296,14 @@ class PatternWatch:
         except PulsarException as exc:
             logger.warning("[%s] joining %s: %s; again at the next listing", self.pattern.text, listed, exc)
             return
-        added = [consumer.add_topic(name, index) for name, index in parts]
-        consumer.spread_budget()
         try:
-            self._client.start_topic_consumers(added)  # (the ones started are closed again on an error)
+            self._client.add_topics(consumer, parts)
         except PulsarException as exc:
             logger.warning("[%s] joining %s: %s; again at the next listing", self.pattern.text, listed, exc)
-            for each in added:
-                consumer.remove_topic(each)
-            consumer.spread_budget()
             return
         self._joined[listed] = [name for name, _index in parts]
-        if consumer.closed:  # (closed while joining: what joined closes too)
-            for each in added:
-                self._close(each)
-            return
-        logger.info("[%s] joined %s", self.pattern.text, listed)
+        if not consumer.closed:
+            logger.info("[%s] joined %s", self.pattern.text, listed)
 
     def _leave(self, consumer: Consumer, gone: list[TopicConsumer]) -> None:
         for each in gone:
