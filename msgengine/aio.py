@@ -13,7 +13,9 @@ Where calls come from:
 - coroutines of the program: ``await run_sync(fn, *args)`` runs a blocking call of a client (its
   sync API) in a task of the running loop's backend and awaits its outcome; this is what
   ``pulsarfast.asyncio`` is made of. A blocking call made directly on the loop, outside such a
-  task, raises ``BlockingCallError`` (it would freeze the loop) instead of hanging;
+  task, raises ``BlockingCallError`` (it would freeze the loop) instead of hanging. On the loop's
+  thread while the loop is stopped (before the program runs it, between two runs, after the
+  last), ``call_and_wait`` runs the loop until the call is done;
 - other OS threads: the one door, ``loop.call_soon_threadsafe`` (``call_and_wait`` waits on the
   caller's own thread for the outcome), the rule the gevent backend's door follows;
 - timers: ``loop.call_later``, each call in a task of its own.
@@ -23,7 +25,9 @@ Sockets are non-blocking; ``AioSocket`` gives the transports the blocking socket
 await on the loop's readiness callbacks. TLS and the compression layers sit on top as they do on
 the other backends (``msgengine.transport``).
 
-``get_backend("asyncio")`` needs a running loop and hands out that loop's backend (one per loop).
+``get_backend("asyncio")`` needs a running loop and hands out that loop's backend (one per loop);
+``backend_for_loop`` also takes one not running yet, which belongs to the calling thread (NSQ's
+loop programs make their clients before they run the loop: see ``nsq.loops``).
 """
 from __future__ import annotations
 
@@ -45,7 +49,8 @@ from .primitives import Backend, Task, Timer, spent, timer_delay
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AsyncioBackend", "AioSocket", "BlockingCallError", "await_only", "backend_for_running_loop", "run_sync"]
+__all__ = ["AsyncioBackend", "AioSocket", "BlockingCallError", "await_only", "backend_for_loop",
+           "backend_for_running_loop", "run_sync"]
 
 
 class BlockingCallError(EngineError, RuntimeError):
@@ -99,8 +104,21 @@ def backend_for_running_loop() -> "AsyncioBackend":
     except RuntimeError:
         raise EngineConfigError("backend='asyncio' needs a running event loop: make the client in a "
                                 "coroutine (or choose backend='gevent' or 'threads')") from None
+    return backend_for_loop(loop)
+
+
+def backend_for_loop(loop: asyncio.AbstractEventLoop) -> "AsyncioBackend":
+    """loop's backend (made at its first use). A loop that is not running yet belongs to the calling
+    thread: the one that will run it (the thread whose current loop it is, in pynsq's programs)."""
     backend = _BACKENDS.get(loop)
     if backend is None:
+        if loop.is_running():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                raise EngineConfigError("the asyncio backend of %r must be made on the loop's own thread" % (loop,))
         backend = _BACKENDS[loop] = AsyncioBackend(loop)
     return backend
 
@@ -349,6 +367,23 @@ class _Queue:
         return len(self._items)
 
 
+#: The longest a task reading a busy socket keeps the loop without giving it a turn (seconds).
+SLICE = 0.001
+
+
+def _one_turn() -> "asyncio.Future[None]":
+    """An awaitable done on the loop's next turn (what asyncio.sleep(0) gives, without a coroutine)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    loop.call_soon(_settle_none, future)
+    return future
+
+
+def _settle_none(future: "asyncio.Future[None]") -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class AioSocket:
     """A non-blocking socket with the blocking calls the transports use, each wait an await on
     the loop (timeouts as socket.settimeout's: None waits, 0 raises BlockingIOError)."""
@@ -358,6 +393,8 @@ class AioSocket:
         self._sock = sock
         self._loop = loop
         self._timeout: float | None = None
+        #: when the task reading this socket last gave the loop a turn (see _take_turns)
+        self._turn_at = loop.time()
         #: the readiness futures tasks wait on (woken with an error when the socket closes)
         self._waiting: list[asyncio.Future[None]] = []
 
@@ -418,12 +455,24 @@ class AioSocket:
         except asyncio.TimeoutError:
             raise _socket.timeout("timed out") from None
         finally:
+            self._turn_at = loop.time()
             if ready in self._waiting:
                 self._waiting.remove(ready)
             if self._sock.fileno() >= 0:
                 (loop.remove_writer if writing else loop.remove_reader)(fd)
 
+    def _take_turns(self) -> None:
+        """A reader that always finds data never waits, and so would keep the loop for as long as
+        the peer keeps sending (and the messages' handlers with it): after SLICE seconds without a
+        wait, it lets the loop's other callbacks and tasks run once before it reads on."""
+        now = self._loop.time()
+        if now - self._turn_at >= SLICE:
+            if isinstance(greenlet.getcurrent(), _TaskGreenlet):
+                await_only(_one_turn)
+            self._turn_at = self._loop.time()
+
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._take_turns()
         while True:
             try:
                 return self._sock.recv_into(buffer, nbytes, flags)
@@ -433,6 +482,7 @@ class AioSocket:
                 self._wait(False)
 
     def recv(self, size: int, flags: int = 0) -> bytes:
+        self._take_turns()
         while True:
             try:
                 return self._sock.recv(size, flags)
@@ -471,6 +521,10 @@ class AsyncioBackend(Backend):
     """The primitives of one running event loop; see the module docstring."""
 
     name = "asyncio"
+    #: Smaller reads than the other backends': one read's messages are decoded and handled by the
+    #: reading task without a turn of the loop in between, and 64 KiB of small messages take about
+    #: a millisecond (the loop's other work waits no longer; see SLICE).
+    read_size = 64 * 1024
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -546,6 +600,15 @@ class AsyncioBackend(Backend):
         if self.in_backend_context():
             return fn()
         if threading.get_ident() == self._thread:
+            loop = self.loop
+            if loop.is_closed():
+                # Nothing runs on it any more (asyncio.run() ended, its tasks cancelled): the call
+                # runs in place, and raises BlockingCallError if it would have to wait.
+                return fn()
+            if not loop.is_running():
+                # The loop's own thread while the loop is stopped (a program between two runs of its
+                # loop, or closing its clients after the last): run the loop until the call is done.
+                return loop.run_until_complete(_drive(self, fn, (), {}))
             raise BlockingCallError("%r blocks: on the event loop's thread, await it (msgengine.aio.run_sync, or "
                                     "the pulsarfast.asyncio API)" % (fn,))
         future = asyncio.run_coroutine_threadsafe(_drive(self, fn, (), {}), self.loop)
@@ -557,6 +620,10 @@ class AsyncioBackend(Backend):
 
     def in_backend_context(self) -> bool:
         return threading.get_ident() == self._thread and isinstance(greenlet.getcurrent(), _TaskGreenlet)
+
+    def may_call_inline(self) -> bool:
+        return threading.get_ident() == self._thread and (
+            isinstance(greenlet.getcurrent(), _TaskGreenlet) or self.loop.is_running() or self.loop.is_closed())
 
     def check_context(self, what: str) -> None:
         if threading.get_ident() != self._thread:

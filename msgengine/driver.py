@@ -100,6 +100,13 @@ class Driver(Generic[P]):
         self._answer_time = SPIN_FIRST_GUESS  # moving average: a leader's wait for its first bytes
         self._spin_seconds = 2.5 * SPIN_FIRST_GUESS
 
+    def rebind(self, backend: Backend) -> None:
+        """Run on backend instead (before any I/O: the primitives are made afresh)."""
+        self.backend = backend
+        self.lock = backend.lock()
+        self._closed_event = backend.event()
+        self._new_waiter = backend.waiter
+
     # -- running --------------------------------------------------------------
 
     def start_io(self, read_timeout: float | None) -> None:
@@ -160,8 +167,11 @@ class Driver(Generic[P]):
         """Reading ended (error None: the stream ended): close, unless closed already."""
         if not self.io_stopped:
             # (a ReferenceError: an owner that held this connection's listeners weakly is gone)
-            if error is not None and not isinstance(error, (ConnectionError, OSError, ReferenceError)):
+            if isinstance(error, Exception) and not isinstance(error, (ConnectionError, OSError, ReferenceError)):
                 logger.error("[%s] closing after error: %r", self.name, error)
+            elif error is not None and not isinstance(error, Exception):
+                # (the reading task was cancelled or killed: an asyncio loop's end, a greenlet killed)
+                logger.info("[%s] closing: reading stopped by %r", self.name, error)
             self.close_now(error)
 
     def handle_events(self, events: list) -> None:

@@ -188,6 +188,10 @@ class Outcome:
         return self.value
 
 
+#: Bytes a connection asks its socket for per read, unless configured (see Backend.read_size).
+DEFAULT_READ_SIZE = 256 * 1024
+
+
 class Backend:
     """What every backend offers; subclasses fill in the primitives."""
 
@@ -195,6 +199,9 @@ class Backend:
     #: Whether tasks of this backend go on running in a forked child (greenlets
     #: do, with the hub; threads other than the forking one do not).
     tasks_survive_fork = False
+    #: Bytes per socket read when a connection is not told otherwise: what one read brings is
+    #: decoded and handled before the next read.
+    read_size = DEFAULT_READ_SIZE
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
         raise NotImplementedError
@@ -236,6 +243,11 @@ class Backend:
     def in_backend_context(self) -> bool:
         """True when the caller may use this backend's primitives directly."""
         return True
+
+    def may_call_inline(self) -> bool:
+        """True when a call that never waits may run right here (``from_any_thread(inline=True)``):
+        in the backend's context, or on the asyncio backend's running loop outside its tasks."""
+        return self.in_backend_context()
 
     def check_context(self, what: str) -> None:
         """Raise HubThreadError when the checks are on and the caller is outside the context."""

@@ -49,6 +49,7 @@ from .errors import EngineConfigError
 from .fork import fork_generation, on_fork_first, on_fork_in_child
 from .greenlets import CHECK_HUB_THREAD_ENV, GeventBackend
 from .primitives import (
+    DEFAULT_READ_SIZE,
     Backend,
     LockWaiter,
     Outcome,
@@ -65,7 +66,7 @@ from .primitives import (
 from .threads import ThreadsBackend
 
 __all__ = [
-    "BACKEND_NAMES", "CHECK_HUB_THREAD_ENV", "FOREIGN_THREAD_GRACE", "Backend", "BackendSetting", "GeventBackend",
+    "BACKEND_NAMES", "CHECK_HUB_THREAD_ENV", "DEFAULT_READ_SIZE", "FOREIGN_THREAD_GRACE", "Backend", "BackendSetting", "GeventBackend",
     "LockWaiter", "Outcome", "ProcessLock", "Task", "ThreadsBackend", "Timer", "fork_generation", "from_any_thread",
     "get_backend", "gevent_socket_patched", "monotonic", "on_fork_in_child", "original", "os_lock",
     "os_thread_ident", "start_os_thread", "timer_delay",
@@ -80,17 +81,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 FOREIGN_THREAD_GRACE = 5.0
 
 
-def from_any_thread(timeout: Callable[..., float | None] | None = None) -> Callable[[F], F]:
+def from_any_thread(timeout: Callable[..., float | None] | None = None, inline: bool = False) -> Callable[[F], F]:
     """Mark a method of an object with a ``backend`` attribute as callable
     from any OS thread: outside the backend's context the call goes through
     the door and the caller waits on its own thread's lock. ``timeout(self,
-    *args, **kwargs)`` bounds that wait (None: no bound)."""
+    *args, **kwargs)`` bounds that wait (None: no bound). ``inline``: the
+    method never waits when called on the backend's own thread (it hands
+    what would wait to a task), so a plain callback of the asyncio backend's
+    running loop may call it in place (see ``Backend.may_call_inline``)."""
 
     def decorate(method: F) -> F:
         @functools.wraps(method)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             backend = self.backend
-            if backend.in_backend_context():
+            if backend.in_backend_context() or (inline and backend.may_call_inline()):
                 return method(self, *args, **kwargs)
             limit = timeout(self, *args, **kwargs) if timeout is not None else None
             return backend.call_and_wait(functools.partial(method, self, *args, **kwargs), limit)
@@ -149,6 +153,10 @@ class BackendSetting:
     def __set_name__(self, owner: type, name: str) -> None:
         self._attribute = "_" + name
 
+    def requested(self, obj: object) -> str:
+        """What obj's field was given as: a name ("auto", ...), or the given Backend's name."""
+        return str(obj.__dict__[self._attribute + "_requested"])
+
     @overload
     def __get__(self, obj: None, objtype: Any = None) -> str: ...
 
@@ -169,3 +177,4 @@ class BackendSetting:
                 raise
             raise self._error(str(exc)) from exc
         obj.__dict__[self._attribute] = backend
+        obj.__dict__[self._attribute + "_requested"] = value if isinstance(value, str) else backend.name

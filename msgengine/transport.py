@@ -26,9 +26,8 @@ import zlib
 from typing import Any, Callable, Mapping
 
 from .errors import EngineConfigError as ConfigError
-from .runtime import monotonic, os_lock
+from .runtime import DEFAULT_READ_SIZE, monotonic, os_lock
 
-DEFAULT_READ_SIZE = 256 * 1024
 
 
 def send_all(sock: Any, data: Any) -> None:

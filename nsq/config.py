@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from msgengine.errors import EngineConfigError
 from msgengine.flow import DEFAULT_LOW_RDY_IDLE_TIMEOUT, DEFAULT_MAX_BACKOFF_DURATION
 from msgengine.runtime import BackendSetting
-from msgengine.transport import DEFAULT_READ_SIZE, import_snappy, make_ssl_context
+from msgengine.transport import import_snappy, make_ssl_context
 
 from . import codec
 from .errors import ConfigError
@@ -75,7 +75,8 @@ class Config:
     topology_region: str | None = None
     max_requeue_delay: float = 900
     max_frame_size: int = codec.DEFAULT_MAX_FRAME_SIZE
-    read_size: int = DEFAULT_READ_SIZE
+    #: bytes per socket read; None: the backend's (``Backend.read_size``: 256 KiB, 64 KiB on asyncio's)
+    read_size: int | None = None
     #: "auto", "gevent", "threads" or a Backend; read back, always the Backend
     backend: BackendSetting = BackendSetting(ConfigError)
     #: made from tls_options when tls_v1 is on (not a keyword)
@@ -103,7 +104,8 @@ class Config:
         if self.timeout is not None:  # None: connect and handshake without a time limit
             _number("timeout", self.timeout, positive=True)
         _int("max_frame_size", self.max_frame_size, 8)
-        _int("read_size", self.read_size, 1)
+        if self.read_size is not None:
+            _int("read_size", self.read_size, 1)
         try:
             ssl_context = make_ssl_context(self.tls_options) if self.tls_v1 else None
             if self.snappy:
@@ -133,6 +135,12 @@ class Config:
     def replace(self, **changes: Any) -> "Config":
         """A copy with some settings changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+    @property
+    def backend_requested(self) -> str:
+        """The ``backend=`` given: "auto" (the default), a name, or the name of the Backend given."""
+        setting: BackendSetting = vars(type(self))["backend"]
+        return setting.requested(self)
 
     # -- what the settings mean on the wire ----------------------------------
 

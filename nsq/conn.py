@@ -8,7 +8,10 @@ once, the handshake runs on a task of the engine, and the events (``connect``,
 then ``message``, ``response``, ``heartbeat``, ``error``, ``close``) are
 called on the program's loop when ``connect()`` finds one (see
 ``nsq.loops.program_loop``), else on the engine's task; a failure is told by
-``error``/``close``, never raised. ``Connection``, what Reader, Writer, the
+``error``/``close``, never raised. Connected on the thread of the program's
+loop with ``backend=`` left "auto", it runs on that loop's asyncio backend
+(``nsq.loops.loop_backend``): the handshake and the reads are tasks of the
+loop, and the events are called in place there, as pynsq calls them. ``Connection``, what Reader, Writer, the
 Spark modules and the CLI open, is the same with a blocking ``connect()``
 that raises on failure, and listeners called in place.
 
@@ -271,7 +274,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         raises on any failure, leaving the closing to the caller."""
         config = self.config
         sock = self.backend.create_connection((self.host, self.port), config.timeout)
-        self.stream = PlainStream(sock, config.read_size)
+        self.stream = PlainStream(sock, config.read_size or self.backend.read_size)
         self._check_not_closed()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stream.settimeout(config.timeout)
@@ -317,7 +320,8 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
                 elif isinstance(event, Identified):
                     self.trigger(events.IDENTIFY_RESPONSE, conn=self, data=event.features)
                 elif isinstance(event, UpgradeTLS):
-                    tls = TLSStream(sock, self.config.ssl_context, self.host, self.config.read_size)
+                    tls = TLSStream(sock, self.config.ssl_context, self.host,
+                                    self.config.read_size or self.backend.read_size)
                     tls.handshake()  # ssl.SSLError (an OSError) when a certificate is refused
                     self.stream = tls
                     protocol.tls_established()
@@ -593,6 +597,10 @@ class AsyncConn(Connection):
         self._check_unused()
         self._started = True
         self._bridge = loops.program_loop(self.config.io_loop, self.backend)
+        on_loop = loops.loop_backend(self.config, self._bridge, not_running_too=True)
+        if on_loop is not None:  # the program's loop, on this thread: the connection runs there (pynsq's model)
+            self.config = self.config.replace(backend=on_loop)
+            self.rebind(on_loop)
         self.backend.spawn(self._connect_in_background)
 
     def _connect_in_background(self) -> None:
@@ -616,7 +624,7 @@ class AsyncConn(Connection):
         """Call name's listeners: queued, in order, on the program's loop when
         connect() found one; else here."""
         bridge = self._bridge
-        if bridge is None:
+        if bridge is None or (self.backend.name == "asyncio" and bridge.in_loop_thread()):
             events.EventedMixin.trigger(self, name, *args, **kwargs)
         elif self.has_listeners(name):
             bridge.call_soon(functools.partial(events.EventedMixin.trigger, self, name, *args, **kwargs))

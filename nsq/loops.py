@@ -1,4 +1,4 @@
-"""Loop bridges: where user code runs when the program has an event loop.
+"""Loop bridges: where clients and user code run when the program has an event loop.
 
 pynsq calls handlers, publish callbacks and ``io_loop`` callbacks on the
 program's tornado IOLoop. When a Reader or Writer is made in a program that
@@ -8,6 +8,17 @@ connections keep running on the runtime's threads, and only user code is
 called on the loop's thread. A program without a loop gets none; its
 ``io_loop`` and awaitable handlers use one loop the library owns, on an OS
 thread of its own, started on first use.
+
+Where the client runs. A client made while the program's loop runs on this
+thread (in a coroutine or a callback), or a Reader or Writer that starts on the
+loop's first turn (pynsq's ``Reader(...)`` then ``nsq.run()`` or
+``IOLoop.current().start()``), or an ``AsyncConn`` connected on the loop's
+thread, runs on the loop's asyncio backend (``msgengine.aio``; see
+``loop_backend``): connections, timers and hooks are tasks of that loop, and no
+engine thread is started, as in pynsq. Such a client is on the loop when its
+``backend=`` is left "auto"; ``backend="threads"`` keeps its connections on
+the engine's threads, with only user code bridged to the loop. A client used
+before its loop ever runs (from another thread, say) stays on threads.
 
 Neither tornado nor asyncio is imported here until the program has imported
 it (or an awaitable handler needs the owned loop): their presence in
@@ -325,6 +336,32 @@ def program_loop(io_loop: Any, backend: Backend) -> LoopBridge | None:
         if loop is not None:
             return _bridge_for(loop)
     return None
+
+
+def loop_backend(config: Any, bridge: LoopBridge | None, not_running_too: bool = False) -> Backend | None:
+    """The asyncio backend of the program's loop when a client with settings ``config`` is to run
+    there (connections, timers and hooks all on the loop, no engine thread), else None.
+
+    That is when its ``backend=`` was left "auto" (and gevent does not patch sockets: then the
+    hub is the program's loop) and the loop found (``program_loop``) runs on this thread now; with
+    ``not_running_too``, also when it is not running yet, the caller's thread being the one that
+    will run it (pynsq's programs make their clients, then start the loop)."""
+    if bridge is None or config.backend_requested != "auto" or config.backend.name != "threads":
+        return None
+    loop = bridge.loop
+    if not bridge.in_loop_thread() and not (not_running_too and not loop.is_running() and not loop.is_closed()):
+        return None
+    from msgengine.aio import backend_for_loop  # (the asyncio backend: loaded by loop programs only)
+
+    return backend_for_loop(loop)
+
+
+def stalls_loop(bridge: LoopBridge | None, backend: Backend) -> bool:
+    """True when a wait here would stall the program's loop: on its thread while it runs, outside
+    a task of its asyncio backend (whose waits are awaits)."""
+    if bridge is None or not bridge.in_loop_thread():
+        return False
+    return not (backend.name == "asyncio" and backend.in_backend_context())
 
 
 # -- the loop the library owns ----------------------------------------------------------------

@@ -132,29 +132,20 @@ class Reader(metaclass=client.ClientMeta):
         self.close_timeout = settings.close_timeout
         self.max_reconnect_delay = settings.max_reconnect_delay
         self.config = Config.from_kwargs(conn_kwargs)
-        self.backend = self.config.backend
         self.conn_kwargs = conn_kwargs
         # The program's event loop, if it has one: user code is called there
-        # (if none yet, the Reader looks again when it starts).
-        self._bridge = loops.program_loop(self.config.io_loop, self.backend)
+        # (if none yet, the Reader looks again when it starts), and the Reader
+        # runs on it when it is running here (else it may move there as it starts).
+        self._bridge = loops.program_loop(self.config.io_loop, self.config.backend)
+        on_loop = loops.loop_backend(self.config, self._bridge)
+        if on_loop is not None:
+            self.config = self.config.replace(backend=on_loop)
+        self.backend = self.config.backend
         self._disabled_by_hook = False
         self._disabled_check_queued = False  # a tick's disabled() check waits for the loop
         self._max_in_flight_before_disabled = settings.max_in_flight
-
-        self._subscription = Subscription(
-            self.topic,
-            self.channel,
-            self.config,
-            settings,
-            self._dispatch,
-            name=self.name,
-            nsqd=self._direct,
-            lookupd_http_addresses=self.lookupd_http_addresses,
-            on_heartbeat=self._on_heartbeat,
-            poll_round=lambda: self.query_lookupd(),  # both overridable, as in pynsq
-            connect=lambda host, port: self.connect_to_nsqd(host, port),
-            before_tick=self._tick_disabled,
-        )
+        self._settings = settings
+        self._subscription = self._make_subscription()
         self._make_primitives()
         self._started = False
         self._forked_from: int | None = None  # the pid that started this Reader, when this is a forked child
@@ -164,12 +155,49 @@ class Reader(metaclass=client.ClientMeta):
         client.register(self)
         on_fork_in_child(self)
 
-    @from_any_thread()
+    def _make_subscription(self) -> Subscription:
+        return Subscription(
+            self.topic,
+            self.channel,
+            self.config,
+            self._settings,
+            self._dispatch,
+            name=self.name,
+            nsqd=self._direct,
+            lookupd_http_addresses=self.lookupd_http_addresses,
+            on_heartbeat=self._on_heartbeat,
+            poll_round=lambda: self.query_lookupd(),  # both overridable, as in pynsq
+            connect=lambda host, port: self.connect_to_nsqd(host, port),
+            before_tick=self._tick_disabled,
+        )
+
+    @from_any_thread(inline=True)
     def _make_primitives(self) -> None:
         self._lock = self.backend.lock()
         self._queue = self.backend.queue()
         self._closing = self.backend.event()
         self._closed = self.backend.event()
+
+    def _move_to_loop(self) -> None:
+        """Starting on the program's running loop (pynsq's ``Reader(...)`` then
+        the loop's start): run there, on its asyncio backend, if nothing has
+        started yet on the backend chosen at construction (see nsq.loops)."""
+        if self._started or self.backend.name != "threads" or self._closing.is_set():
+            return
+        backend = loops.loop_backend(self.config, self._bridge)
+        if backend is None:
+            return
+        max_in_flight = self.max_in_flight  # (set_max_in_flight may have changed it before the start)
+        self.config = self.config.replace(backend=backend)
+        self.backend = backend
+        self._make_primitives()
+        self._subscription = self._make_subscription()
+        if max_in_flight != self._settings.max_in_flight:
+            self._subscription.set_max_in_flight(max_in_flight)
+
+    def _handles_on_reads(self) -> bool:
+        """Handlers run in the reading task itself (pynsq's way): on the loop's backend, one at a time."""
+        return self.backend.name == "asyncio" and self.concurrency == 1
 
     def after_construction(self) -> None:
         """Every __init__ of a subclass has returned: start as pynsq would."""
@@ -259,19 +287,22 @@ class Reader(metaclass=client.ClientMeta):
                 "in the process that started it: create and start a new Reader here" % (self.name, self._forked_from)
             )
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def start(self) -> None:
         """Start connecting and consuming in the background (run() calls it)."""
         self._check_startable()
+        if not self._started:
+            self._find_loop()
+            self._move_to_loop()
         with self._lock:
             if self._started or self._closing.is_set():
                 return
             self._started = True
-        self._find_loop()
         self._apply_disabled()
         spawn = self.backend.spawn
-        # (with a loop, handlers run there once the program runs it; until then, on the workers)
-        self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
+        if not self._handles_on_reads():
+            # (with a loop, handlers run there once the program runs it; until then, on the workers)
+            self._tasks += [spawn(self._worker) for _ in range(self.concurrency)]
         self._subscription.start()
 
     def run(self) -> None:
@@ -285,13 +316,14 @@ class Reader(metaclass=client.ClientMeta):
             self._find_loop()
         bridge = self._bridge if self._bridge is not None and not self._bridge.is_running() else None
         if bridge is not None:  # a loop to run here
-            bridge.call_soon(self._start_logged)  # on the loop's first turn, where handlers will run
+            bridge.call_soon(self._start_on_loop, bridge)  # on the loop's first turn, where handlers will run
         else:
             self.start()
         try:
             if bridge is not None:
-                self.backend.spawn(self._stop_loop_when_closed, bridge)
                 bridge.run()
+                if not self._closed.is_set() and self.backend.name == "asyncio":
+                    return  # the program stopped its loop: the Reader, on it, waits for the next run
             # Poll instead of waiting on the Event: Ctrl-C inside Event.wait() can
             # leave its lock held, and close() must set that Event.
             while not self._closed.is_set():
@@ -300,6 +332,10 @@ class Reader(metaclass=client.ClientMeta):
             self.close()
         finally:
             client.raise_interrupt()
+
+    def _start_on_loop(self, bridge: loops.LoopBridge) -> None:
+        self._start_logged()
+        self.backend.spawn(self._stop_loop_when_closed, bridge)  # (on the backend the start chose)
 
     def _stop_loop_when_closed(self, bridge: loops.LoopBridge) -> None:
         self._closed.wait()
@@ -335,17 +371,27 @@ class Reader(metaclass=client.ClientMeta):
 
     # -- connections --------------------------------------------------------------
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def connect_to_nsqd(self, host: str, port: int) -> Connection | None:
         """Connect and subscribe to one nsqd; returns the connection, or None
-        when it is already connected or the attempt failed (logged)."""
+        when it is already connected or the attempt failed (logged). Called
+        in a callback of the loop the Reader runs on, it connects on a task
+        and returns None at once (waiting would stall the loop)."""
         if self._closing.is_set():
+            return None
+        if loops.stalls_loop(self._bridge, self.backend) and self.backend.name == "asyncio":
+            self.backend.spawn(self.connect_to_nsqd, host, port)
             return None
         return self._subscription.connect(host, port)
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def query_lookupd(self) -> list[tuple[str, int]]:
-        """One discovery round: ask every nsqlookupd at once, connect to new producers."""
+        """One discovery round: ask every nsqlookupd at once, connect to new
+        producers; returns them. In a callback of the loop the Reader runs on,
+        the round runs on a task and this returns [] at once."""
+        if loops.stalls_loop(self._bridge, self.backend) and self.backend.name == "asyncio":
+            self.backend.spawn(self.query_lookupd)
+            return []
         return self._subscription.query_lookupd()
 
     @classmethod
@@ -395,7 +441,7 @@ class Reader(metaclass=client.ClientMeta):
         """True when some connection has (nearly) as many messages in flight as its RDY."""
         return self._subscription.is_starved()
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def set_max_in_flight(self, max_in_flight: int) -> None:
         """Change max_in_flight now (0 pauses consumption)."""
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 0:
@@ -415,9 +461,9 @@ class Reader(metaclass=client.ClientMeta):
         if getattr(self.heartbeat, "__func__", None) is Reader.heartbeat:
             return  # not overridden: nothing to call (nor a loop to wake)
         bridge = self._bridge
-        if bridge is not None and bridge.in_use():
+        if bridge is not None and bridge.in_use() and self.backend.name != "asyncio":
             bridge.call_soon(self._heartbeat_logged, conn)
-        else:
+        else:  # (on the loop's backend, the reading task is on the loop: pynsq calls it there too)
             self._heartbeat_logged(conn)
 
     def _heartbeat_logged(self, conn: Connection) -> None:
@@ -429,7 +475,9 @@ class Reader(metaclass=client.ClientMeta):
     def _dispatch(self, conn: Connection, messages: list[Message]) -> None:
         """The subscription's sink: one read's messages, to the workers or the program's loop."""
         bridge = self._bridge
-        if bridge is not None and bridge.in_use():
+        if self._handles_on_reads():
+            self._handle_batch(conn, messages)
+        elif bridge is not None and bridge.in_use() and self.backend.name != "asyncio":
             bridge.call_soon(self._handle_batch, conn, messages)
         elif self.concurrency == 1:
             self._queue.put((conn, messages))
@@ -597,7 +645,8 @@ class Reader(metaclass=client.ClientMeta):
     # -- closing --------------------------------------------------------------------
 
     @from_any_thread(
-        timeout=lambda self, timeout=None: (self.close_timeout if timeout is None else timeout) + FOREIGN_THREAD_GRACE
+        timeout=lambda self, timeout=None: (self.close_timeout if timeout is None else timeout) + FOREIGN_THREAD_GRACE,
+        inline=True,
     )
     def close(self, timeout: float | None = None) -> None:
         """Stop consuming: CLS to every nsqd, let running handlers finish and
@@ -608,7 +657,7 @@ class Reader(metaclass=client.ClientMeta):
         the close completes when that handler has returned."""
         timeout = timeout if timeout is not None else self.close_timeout
         in_handler = self.backend.current_task_id() in self._handling
-        if in_handler or (self._bridge is not None and self._bridge.in_loop_thread()):
+        if in_handler or loops.stalls_loop(self._bridge, self.backend):
             # a handler (or anything on the loop handlers run on) must not wait for handlers
             self._close_in_background(timeout)
             return
@@ -638,7 +687,7 @@ class Reader(metaclass=client.ClientMeta):
 
     # -- stats ----------------------------------------------------------------------
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def stats(self) -> dict[str, Any]:
         """Counters since start ("received", "finished", "requeued",
         "given_up", "handler_errors"), and now: "connections",

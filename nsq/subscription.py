@@ -236,7 +236,11 @@ class Subscription:
         if self._on_lost is not None:
             self._on_lost(conn)
         if not self._stopped:
-            logger.warning("[%s] lost nsqd %s: %s", self.name, key, conn.close_error)
+            error = conn.close_error
+            if error is None or isinstance(error, Exception):
+                logger.warning("[%s] lost nsqd %s: %s", self.name, key, error)
+            else:  # (its task was cancelled or killed: the program's loop ended, say)
+                logger.info("[%s] lost nsqd %s: reading stopped by %r", self.name, key, error)
 
     def is_connected(self) -> bool:
         with self._lock:

@@ -14,7 +14,14 @@ import ssl
 from typing import Any, Awaitable, Callable, Iterable, TypedDict
 
 from msgengine.correlator import Pending
-from msgengine.runtime import FOREIGN_THREAD_GRACE, fork_generation, from_any_thread, monotonic, on_fork_in_child
+from msgengine.runtime import (
+    FOREIGN_THREAD_GRACE,
+    ProcessLock,
+    fork_generation,
+    from_any_thread,
+    monotonic,
+    on_fork_in_child,
+)
 from msgengine.supervisor import Supervisor
 
 from . import client, codec, events, loops
@@ -265,8 +272,15 @@ class Writer:
         self.conn_kwargs = conn_kwargs
         self._targets = [client.split_host_port(a) for a in addresses]
         self.config = Config.from_kwargs(conn_kwargs)
+        # The program's event loop, if it has one: callbacks and hooks run there, and so does the
+        # Writer when the loop runs on this thread (see nsq.loops); made before the loop runs, it
+        # connects on the loop's first turn, as pynsq's does, unless something uses it before that.
+        self._bridge = loops.program_loop(self.config.io_loop, self.config.backend)
+        on_loop = loops.loop_backend(self.config, self._bridge)
+        if on_loop is not None:
+            self.config = self.config.replace(backend=on_loop)
         self.backend = self.config.backend
-        self._bridge = loops.program_loop(self.config.io_loop, self.backend)
+        self._placing = ProcessLock()  # the choice between starting here and on the loop's first turn
         #: the tasks (thread or greenlet ids) running a publish callback right now
         self._callback_tasks: set[int] = set()
         self.conns: dict[str, Connection] = {}
@@ -281,7 +295,11 @@ class Writer:
         self._supervisor: Supervisor | None = None
         self._ticker: Any = None
         self._make_primitives()
-        self._start_tasks()
+        bridge = self._bridge
+        if on_loop is None and bridge is not None and loops.loop_backend(self.config, bridge, not_running_too=True):
+            bridge.call_soon(self._start_on_loop)
+        else:
+            self._start_tasks()
         client.register(self)
         on_fork_in_child(self)
 
@@ -301,16 +319,29 @@ class Writer:
 
     # -- tasks and processes ------------------------------------------------
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def _make_primitives(self) -> None:
         self._lock = self.backend.lock()
         self._connected = self.backend.event()
         self._closing = self.backend.event()
         self._closed = self.backend.event()
 
-    @from_any_thread()
+    def _start_on_loop(self) -> None:
+        """The loop's first turn: start there, on its asyncio backend, unless the Writer was used
+        (and so started) before."""
+        with self._placing:
+            if self._generation is not None or self._closing.is_set():
+                return
+            backend = loops.loop_backend(self.config, self._bridge)
+            if backend is not None:
+                self.config = self.config.replace(backend=backend)
+                self.backend = backend
+                self._make_primitives()
+        self._start_tasks()
+
+    @from_any_thread(inline=True)
     def _start_tasks(self) -> None:
-        with self._lock:
+        with self._placing:
             if self._generation == fork_generation() or self._closing.is_set():
                 return
             self._generation = generation = fork_generation()
@@ -433,7 +464,7 @@ class Writer:
         self._in_this_process()
         self._keep((host, port))
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def _keep(self, target: tuple[str, int]) -> None:
         with self._lock:
             if self._closing.is_set():
@@ -683,9 +714,9 @@ class Writer:
             callback = lambda conn, data: resolve(data)  # noqa: E731
         else:  # pynsq's: the awaitable of the write (nsqd's answer goes to the callback)
             result, send, callback = _reporting_write(bridge, send, callback)
-        if self._conn_list:
+        if self._conn_list and self.backend.in_backend_context():
             self._publish_with_callback(send, what, callback, False, counts, n)
-        else:  # waiting for a connection would stall the loop: wait on a task
+        else:  # waiting for a connection (or a send, on the loop's backend) would stall the loop: a task
             self.backend.spawn(self._publish_with_callback, send, what, callback, False, counts, n)
         return result
 
@@ -816,9 +847,14 @@ class Writer:
     def _wait_connected(self, timeout: float | None) -> bool:
         return bool(self._connected.wait(timeout))
 
-    @from_any_thread(timeout=lambda self, timeout=5.0: timeout + FOREIGN_THREAD_GRACE)
+    @from_any_thread(timeout=lambda self, timeout=5.0: timeout + FOREIGN_THREAD_GRACE, inline=True)
     def close(self, timeout: float = 5.0) -> None:
-        """Let publishes in flight get their answers (up to timeout), then close."""
+        """Let publishes in flight get their answers (up to timeout), then close.
+        On the program's loop outside its tasks (a callback), the close runs on a
+        task of its own and this returns at once (waiting would stall the loop)."""
+        if self.backend.name == "asyncio" and loops.stalls_loop(self._bridge, self.backend):
+            self.backend.spawn(self.close, timeout)
+            return
         if self._closing.is_set():
             self._closed.wait(timeout)
             return

@@ -152,10 +152,11 @@ class BrokerConnection(Driver[PulsarProtocol]):
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.ssl_context is None:
-                self.stream = PlainStream(sock)
+                self.stream = PlainStream(sock, self.backend.read_size)
                 self.stream.settimeout(self.connect_timeout)
             else:
-                self.stream = TLSStream(sock, self.ssl_context, server_hostname=self.address[0])
+                self.stream = TLSStream(sock, self.ssl_context, server_hostname=self.address[0],
+                                        read_size=self.backend.read_size)
                 self.stream.settimeout(self.connect_timeout)
                 self.stream.handshake()
             early = self._handshake()

@@ -28,7 +28,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--channel", default="bench")
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--max-in-flight", type=int, default=2500)
-    p.add_argument("--backend", choices=("gevent", "threads"), default="gevent")
+    p.add_argument("--backend", choices=("gevent", "threads", "asyncio"), default="gevent")
     p.add_argument("--no-patch", action="store_true", help="gevent backend without monkey.patch_all()")
     p.add_argument("--concurrency", type=int, default=64, help="publishers (concurrent mode)")
     p.add_argument("--batch", type=int, default=100, help="messages per MPUB (mpub, pubmany and feed modes)")
@@ -130,3 +130,35 @@ def conn_options(args: argparse.Namespace) -> dict:
         else:
             options["tls_options"] = {"cert_reqs": ssl.CERT_NONE}
     return options
+
+
+TICK = 0.010  # the ticker's period (seconds): see Ticker
+
+
+class Ticker:
+    """A 10 ms ``asyncio.sleep`` ticker on the running loop: how late each tick wakes up tells how
+    responsive the loop stays while a client works on it. ``summary()``: p50/p99/max lag in ms."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.running = True
+        self.counting = False  # ticks count from when the work starts (set it then)
+
+    async def run(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        while self.running:
+            counted = self.counting
+            t0 = loop.time()
+            await asyncio.sleep(TICK)
+            if counted:
+                self.lags.append(max(0.0, loop.time() - t0 - TICK))
+
+    def summary(self) -> dict:
+        lags = sorted(self.lags)
+        if not lags:
+            return {}
+        return {"ticker_ticks": len(lags), "ticker_p50_ms": round(lags[len(lags) // 2] * 1000, 2),
+                "ticker_p99_ms": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000, 2),
+                "ticker_max_ms": round(lags[-1] * 1000, 2)}

@@ -1,6 +1,13 @@
 # The nsqfast side of `make bench`: one workload with nsq.Reader / nsq.Writer
 # on the gevent or threads backend, compiled or pure-Python codec (the driver
 # sets NSQ_PURE_PYTHON=1 for the latter). See _common.py for the protocol.
+#
+# --backend asyncio: the clients are made in a coroutine (asyncio.run), so they
+# run on the loop's asyncio backend as a pynsq program's would (nsq.loops), and
+# the workload is written as an asyncio program writes it: consume with a
+# 10 ms asyncio.sleep ticker beside it (its lag is reported), pub as
+# ``await writer.pub()`` one at a time, concurrent as --concurrency coroutines
+# each awaiting its pubs, mpub as ``await writer.mpub()``.
 from __future__ import annotations
 
 import os
@@ -178,10 +185,105 @@ def feed(args) -> dict:
     return {"count": done, "seconds": seconds, "errors": errors}
 
 
+async def aio_consume(args) -> dict:
+    import asyncio
+
+    count = args.count
+    size = args.size
+    state = {"n": 0, "bad": 0, "start": 0.0, "end": 0.0}
+    done = asyncio.Event()
+    ticker = _common.Ticker()
+
+    def handler(message) -> bool:
+        n = state["n"] + 1
+        state["n"] = n
+        if n == 1:
+            state["start"] = now()
+            ticker.counting = True  # (the lag while consuming: from the first message on)
+        if len(message.body) != size:
+            state["bad"] += 1
+        if n == count:
+            state["end"] = now()
+            reader.close()  # from inside the handler: completes after we return
+            done.set()
+            ticker.running = False
+        return True
+
+    ticking = asyncio.ensure_future(ticker.run())
+    reader = nsq.Reader(args.topic, args.channel, handler, nsqd_tcp_addresses=args.addresses,
+                        max_in_flight=args.max_in_flight, **_common.conn_options(args))
+    await done.wait()
+    await ticking
+    while not reader.is_closed():
+        await asyncio.sleep(0.005)
+    return dict(ticker.summary(), count=state["n"], seconds=state["end"] - state["start"], errors=state["bad"],
+                clients_backend=reader.backend.name)
+
+
+async def aio_publish(args) -> dict:
+    import asyncio
+
+    writer = nsq.Writer(args.addresses, **_common.conn_options(args))
+    while not writer.conns:
+        await asyncio.sleep(0.002)
+    topic = args.topic
+    body = _common.body(args.size)
+    done = [0]
+    errors = [0]
+    latencies: list[list[float]] = []
+
+    async def pub_loop(n: int, timed: bool = False) -> None:
+        mine: list[float] = []
+        if timed:
+            latencies.append(mine)
+        for _ in range(n):
+            t0 = now()
+            try:
+                await writer.pub(topic, body)
+                done[0] += 1
+            except nsq.Error as exc:
+                errors[0] += 1
+                print("pub failed: %s" % exc, file=sys.stderr)
+            if timed:
+                mine.append(now() - t0)
+
+    start = now()
+    if args.mode == "pub":
+        await pub_loop(args.count)
+    elif args.mode == "concurrent":
+        await asyncio.gather(*(pub_loop(share, True) for share in _common.shares(args.count, args.concurrency)))
+    elif args.mode == "mpub":
+        batch = [body] * args.batch
+        left = args.count
+        while left > 0:
+            n = min(args.batch, left)
+            try:
+                await writer.mpub(topic, batch if n == args.batch else batch[:n])
+                done[0] += n
+            except nsq.Error as exc:
+                errors[0] += 1
+                print("mpub failed: %s" % exc, file=sys.stderr)
+            left -= n
+    else:
+        sys.exit("nsqfast client: %s is not an asyncio workload" % args.mode)
+    seconds = now() - start
+    writer.close()
+    while not writer.is_closed():
+        await asyncio.sleep(0.005)
+    extra: dict = {}
+    if args.mode == "concurrent":
+        extra.update(_common.latency_summary(latencies), callers=len(latencies), peak_rss_mb=_common.peak_rss_mb())
+    return dict(extra, count=done[0], seconds=seconds, errors=errors[0], clients_backend=writer.backend.name)
+
+
 def main() -> None:
     args = ARGS
     _common.wait_for_start()
-    if args.mode == "consume":
+    if args.backend == "asyncio":
+        import asyncio
+
+        result = asyncio.run(aio_consume(args) if args.mode == "consume" else aio_publish(args))
+    elif args.mode == "consume":
         result = consume(args)
     elif args.mode == "feed":
         result = feed(args)

@@ -172,3 +172,83 @@ def test_socket_reads_wait_on_the_loop_and_time_out_as_sockets_do():
             listener.close()
 
     run(main())
+
+
+# -- a loop that is not running (yet, or any more): NSQ's loop programs ---------------------------
+
+
+def test_a_backend_made_before_its_loop_runs_schedules_tasks_that_run_when_it_does():
+    from msgengine.aio import backend_for_loop
+
+    loop = asyncio.new_event_loop()
+    try:
+        backend = backend_for_loop(loop)  # (not running: the calling thread's loop)
+        ran = []
+        backend.spawn(lambda: ran.append(threading.current_thread() is threading.main_thread()))
+        backend.call_later(0, lambda: ran.append("timer"))
+        assert ran == []  # nothing runs before the loop does
+
+        async def turn():
+            await asyncio.sleep(0.05)
+            return backend_for_running_loop()
+
+        assert loop.run_until_complete(turn()) is backend  # one backend per loop, before and after it runs
+        assert ran == [True, "timer"]
+    finally:
+        loop.close()
+
+
+def test_a_blocking_call_on_a_stopped_loops_thread_runs_the_loop_until_it_is_done():
+    from msgengine.aio import backend_for_loop
+
+    loop = asyncio.new_event_loop()
+    try:
+        backend = backend_for_loop(loop)
+        side = []
+        backend.spawn(lambda: (backend.sleep(0.01), side.append("task")))
+
+        def blocks():
+            backend.sleep(0.05)
+            return "done"
+
+        assert backend.call_and_wait(blocks) == "done"
+        assert side == ["task"]  # the loop ran meanwhile: other tasks went on
+        assert not loop.is_running()
+    finally:
+        loop.close()
+
+
+def test_on_a_closed_loop_a_call_runs_in_place_and_a_wait_is_refused():
+    from msgengine.aio import backend_for_loop
+
+    loop = asyncio.new_event_loop()
+    backend = backend_for_loop(loop)
+    loop.close()
+    assert backend.call_and_wait(lambda: 42) == 42
+    with pytest.raises(BlockingCallError):
+        backend.call_and_wait(lambda: backend.sleep(0.01))
+
+
+def test_an_inline_method_runs_in_place_in_a_callback_of_the_running_loop():
+    from msgengine.runtime import from_any_thread
+
+    class Client:
+        def __init__(self, backend):
+            self.backend = backend
+
+        @from_any_thread(inline=True)
+        def never_waits(self):
+            return threading.current_thread() is threading.main_thread()
+
+        @from_any_thread()
+        def may_wait(self):
+            return True
+
+    async def main():
+        client = Client(backend_for_running_loop())
+        assert client.never_waits() is True  # (a coroutine on the loop: not a task of the backend)
+        with pytest.raises(BlockingCallError):
+            client.may_wait()  # refused: it could freeze the loop
+        assert await run_sync(client.may_wait) is True
+
+    run(main())

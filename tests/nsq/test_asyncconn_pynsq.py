@@ -103,6 +103,8 @@ else:
     call_later(15, stop)  # only if the publish never comes back
     start()
 result["events"] = events
+result["backend"] = conn.backend.name
+result["threads"] = sorted(t.name for t in threading.enumerate())
 conn.close()
 print(json.dumps(result))
 """
@@ -141,9 +143,11 @@ def test_the_pynsq_publish_pattern_publishes_exactly_once(nsqd, topic, flavour):
     threads = {e[3] for e in result["events"] if e[0] != "close"}  # (the program closes it from its main thread)
     if flavour == "none":  # the engine's task: never the thread that called connect()
         assert result["main_thread"] not in threads
-    else:  # every callback on the program's loop, none before it runs
+    else:  # every callback on the program's loop, none before it runs; the connection is the loop's
         assert threads == {result["main_thread"]}
         assert result["events_when_connect_returned"] == []
+        assert result["backend"] == "asyncio"
+        assert result["threads"] == [result["main_thread"]]
         assert result["state_after_connect"] in ("CONNECTING", "CONNECTED")  # (the engine may be done already)
 
 

@@ -36,6 +36,9 @@ def test_user_code_runs_on_the_programs_loop_and_publishing_does_not_block_it(ns
     assert result["ticks_during_publish"] > 0  # the loop ran other callbacks while publishes were in flight
     assert result["io_loop_is_programs"] is True
     assert nsqd.message_count(topic) == 50
+    # pynsq's threading model: the Reader and Writer ran on the loop's asyncio backend, no engine thread
+    assert result["backends"] == ["asyncio"]
+    assert result["threads"] == ["MainThread"]
 
 
 BLOCKING_WITH_TORNADO_IMPORTED = """

@@ -45,9 +45,21 @@ def run_program(nsqd, topic, mode, *flags):
 def test_every_hook_runs_on_the_programs_loop(nsqd, topic, mode):
     report, _ = run_program(nsqd, topic, mode)
     hooks = report["hooks"]
+    # the Reader runs on the loop's asyncio backend: connect_to_nsqd too (it waits in a task of the
+    # loop, where a wait is an await), as pynsq calls it on its IOLoop; and no engine thread runs
+    on_loop = USER_CODE + ("heartbeat", "disabled", "connect_to_nsqd")
+    assert {hook: hooks.get(hook) for hook in on_loop} == {hook: ["loop"] for hook in on_loop}
+    assert report["backend"] == "asyncio"
+    assert report["threads"] == ["MainThread"], report["threads"]
+
+
+def test_with_backend_threads_a_loop_program_keeps_its_connections_off_the_loop(nsqd, topic):
+    report, _ = run_program(nsqd, topic, "tornado", "--threads")
+    hooks = report["hooks"]
+    assert report["backend"] == "threads"
     on_loop = USER_CODE + ("heartbeat", "disabled")
     assert {hook: hooks.get(hook) for hook in on_loop} == {hook: ["loop"] for hook in on_loop}
-    # connect_to_nsqd blocks until connected and subscribed: it stays off the loop (see Reader.connect_to_nsqd)
+    # connect_to_nsqd blocks until connected and subscribed: on threads it stays off the loop
     assert "loop" not in hooks["connect_to_nsqd"], hooks
 
 

@@ -83,6 +83,8 @@ schedule(0, begin)
 result["io_loop_is_programs"] = (reader.io_loop is io_loop) if USE_TORNADO else (reader.io_loop.asyncio_loop is aio)
 nsq.run()
 result["loop_thread"] = loop_thread[0] if loop_thread else None
+result["backends"] = sorted({reader.backend.name, writer.backend.name})
+result["threads"] = sorted(t.name for t in threading.enumerate())
 result["handled"] = len(handled)
 result["awaited_ok"] = sum(1 for r in result["awaited"] if r == b"OK")
 result["handler_threads"] = sorted(result["handler_threads"])

@@ -1,7 +1,7 @@
 """Which thread runs each Reader hook: run as a subprocess by
 tests/nsq/test_pynsq_reader_hooks.py.
 
-usage: reader_hooks.py MODE NSQD TOPIC FINS REQS [--async]
+usage: reader_hooks.py MODE NSQD TOPIC FINS REQS [--async] [--threads]
 
 MODE: ``tornado`` (tornado imported before nsq, ``nsq.run()``), ``tornado-late``
 (the Reader is made before the program imports tornado), ``asyncio`` (a plain
@@ -20,7 +20,9 @@ thread of the program's loop), "hub" (a greenlet on the gevent hub's OS thread),
 
 It stops when every message has its final answer, ``giving_up`` ran, and
 ``heartbeat`` and (after start) ``disabled`` were each called at least twice, or
-after 40 s. Prints one JSON line: {"done": bool, "hooks": {hook: [where, ...]}}.
+after 40 s. ``--threads`` makes the Reader with ``backend="threads"``. Prints one JSON
+line: {"done": bool, "hooks": {hook: [where, ...]}, "finals": int, "backend": the
+Reader's backend's name, "threads": the names of the threads running at the end}.
 """
 import sys
 
@@ -128,7 +130,7 @@ def make_reader():
     return Recording(
         topic=TOPIC, channel="c", message_handler=handler, nsqd_tcp_addresses=[NSQD], max_tries=2,
         heartbeat_interval=1, low_rdy_idle_timeout=1, requeue_delay=0, max_backoff_duration=0.1,
-        max_in_flight=5,
+        max_in_flight=5, **({"backend": "threads"} if "--threads" in sys.argv else {}),
     )
 
 
@@ -166,6 +168,7 @@ else:
     while not done() and time.monotonic() < DEADLINE:
         time.sleep(0.05)
 ok = done()
+threads = sorted(t.name for t in threading.enumerate())
 reader.close()
 print(json.dumps({"done": ok, "hooks": {hook: sorted(set(places)) for hook, places in hooks.items()},
-                  "finals": len(finals)}), flush=True)
+                  "finals": len(finals), "backend": reader.backend.name, "threads": threads}), flush=True)
