@@ -86,7 +86,11 @@ async def _drive(backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple,
     """Run fn(*args, **kwargs) in a task greenlet, awaiting on the loop whatever it hands over."""
     glet = _TaskGreenlet(functools.partial(fn, *args, **kwargs), parent=greenlet.getcurrent())
     glet.backend = backend
-    handed = glet.switch()
+    return await _drive_on(glet, glet.switch())
+
+
+async def _drive_on(glet: _TaskGreenlet, handed: Any) -> Any:
+    """Go on driving glet, which handed over ``handed`` (its result once it is dead)."""
     while not glet.dead:
         try:
             value = await handed
@@ -231,33 +235,66 @@ class _AioTimer(Timer):
 # ----------------------------------------------------------------------------- primitives
 
 
+def _bounded(future: "asyncio.Future[Any]", timeout: float | None) -> "asyncio.Future[Any]":
+    """future, failing with asyncio.TimeoutError after timeout seconds (None: never). What
+    asyncio.wait_for does, without the Task it makes per call on Pythons before 3.12."""
+    if timeout is not None:
+        handle = future.get_loop().call_later(max(0.0, timeout), _time_out, future)
+        future.add_done_callback(lambda _done: handle.cancel())
+    return future
+
+
+def _time_out(future: "asyncio.Future[Any]") -> None:
+    if not future.done():
+        future.set_exception(asyncio.TimeoutError())
+
+
 class _Event:
     """threading.Event's interface on the loop (set() from any thread goes through the door)."""
 
-    __slots__ = ("_backend", "_event")
+    __slots__ = ("_backend", "_flag", "_waiters")
 
     def __init__(self, backend: "AsyncioBackend") -> None:
         self._backend = backend
-        self._event = asyncio.Event()
+        self._flag = False
+        self._waiters: list[asyncio.Future[None]] = []
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._flag
 
     def set(self) -> None:
-        self._backend.on_loop(self._event.set)
+        if self._flag:
+            return
+        self._backend.on_loop(self._set)
+
+    def _set(self) -> None:
+        self._flag = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def clear(self) -> None:
-        self._event.clear()
+        self._flag = False
 
     def wait(self, timeout: float | None = None) -> bool:
-        if self._event.is_set():
+        if self._flag:
             return True
         if timeout is not None and timeout <= 0:
             return False
+        _task_greenlet()  # (BlockingCallError before anything is queued)
+        waiter = self._backend.loop.create_future()
+        self._waiters.append(waiter)
         try:
-            await_only(lambda: asyncio.wait_for(self._event.wait(), timeout))
+            await_only(lambda: _bounded(waiter, timeout))
         except asyncio.TimeoutError:
-            return self._event.is_set()
+            return self._flag
+        finally:
+            if self._waiters:  # (not woken by set(), which takes the list: a timeout, a cancellation)
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
         return True
 
 
@@ -284,7 +321,7 @@ class _Lock:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
-                await_only(lambda: waiter if timeout is None or timeout < 0 else asyncio.wait_for(waiter, timeout))
+                await_only(lambda: _bounded(waiter, None if timeout is None or timeout < 0 else timeout))
             except asyncio.TimeoutError:
                 return False
             finally:
@@ -347,7 +384,7 @@ class _Queue:
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
             try:
-                await_only(lambda: getter if timeout is None else asyncio.wait_for(getter, timeout))
+                await_only(lambda: _bounded(getter, timeout))
             except asyncio.TimeoutError:
                 if not items:
                     raise _queue.Empty from None
@@ -451,7 +488,7 @@ class AioSocket:
         (loop.add_writer if writing else loop.add_reader)(fd, wake)
         self._waiting.append(ready)
         try:
-            await_only(lambda: ready if self._timeout is None else asyncio.wait_for(ready, self._timeout))
+            await_only(lambda: _bounded(ready, self._timeout))
         except asyncio.TimeoutError:
             raise _socket.timeout("timed out") from None
         finally:
@@ -525,6 +562,9 @@ class AsyncioBackend(Backend):
     #: reading task without a turn of the loop in between, and 64 KiB of small messages take about
     #: a millisecond (the loop's other work waits no longer; see SLICE).
     read_size = 64 * 1024
+    #: Caller reads save a hand-off to the reading task only where waiting is a thread's or a
+    #: greenlet's; here every wait is an await on the loop, and the reading task's read is as cheap.
+    callers_may_read = False
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -548,6 +588,24 @@ class AsyncioBackend(Backend):
         task = self.loop.create_task(_drive(self, fn, args, {}), name="msgengine-%s" % getattr(fn, "__name__", "task"))
         task.add_done_callback(_log_failure)
         return _AioTask(task, self)
+
+    def spawn_eager(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.may_wait():
+            self.spawn(fn, *args)
+            return
+        if threading.get_ident() != self._thread:
+            raise HubThreadError("spawn_eager() on the asyncio backend from another OS thread")
+        # (the loop's own greenlet runs this: a task's coroutine, which goes on driving it, runs there too)
+        glet = _TaskGreenlet(functools.partial(fn, *args), parent=greenlet.getcurrent())
+        glet.backend = self
+        try:
+            handed = glet.switch()
+        except Exception:
+            logger.exception("task %s raised", getattr(fn, "__name__", fn))
+            return
+        if not glet.dead:
+            task = self.loop.create_task(_drive_on(glet, handed), name="msgengine-%s" % getattr(fn, "__name__", "task"))
+            task.add_done_callback(_log_failure)
 
     def sleep(self, seconds: float) -> None:
         await_only(lambda: asyncio.sleep(max(0.0, seconds)))
@@ -620,6 +678,13 @@ class AsyncioBackend(Backend):
 
     def in_backend_context(self) -> bool:
         return threading.get_ident() == self._thread and isinstance(greenlet.getcurrent(), _TaskGreenlet)
+
+    def may_wait(self) -> bool:
+        return isinstance(greenlet.getcurrent(), _TaskGreenlet)
+
+    def at_turn_end(self, fn: Callable[..., Any], *args: Any) -> bool:
+        self.loop.call_soon(fn, *args)
+        return True
 
     def may_call_inline(self) -> bool:
         return threading.get_ident() == self._thread and (

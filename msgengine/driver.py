@@ -183,8 +183,9 @@ class Driver(Generic[P]):
     def enable_caller_reads(self) -> None:
         """Before start_io(): let callers of await_answer() read the stream
         themselves (see the module docstring). Streams that cannot wait with
-        a deadline keep the reader task as the only reader."""
-        self.callers_read = True
+        a deadline keep the reader task as the only reader, and so do backends
+        whose waits are awaits (``Backend.callers_may_read``)."""
+        self.callers_read = self.backend.callers_may_read
 
     def _shared_read_loop(self) -> None:
         """The reader task under caller reads: it reads while no caller has
@@ -344,7 +345,15 @@ class Driver(Generic[P]):
                 return
             data = self.protocol.data_to_send()
             self._writing = True
-        self._write(data)
+        self._write_here(data)
+
+    def _write_here(self, data: bytes) -> None:
+        """Write (the caller claimed the write): here, or, where a wait would freeze the asyncio
+        backend's loop (one of its callbacks), here until the socket is full and in a task from there."""
+        if self.backend.may_wait():
+            self._write(data)
+        else:
+            self.backend.spawn_eager(self._write, data)
 
     def flush(self) -> None:
         """Write what the protocol object has queued, unless another task is
@@ -359,7 +368,7 @@ class Driver(Generic[P]):
             if not data:
                 return
             self._writing = True
-        self._write(data)
+        self._write_here(data)
 
     def _write(self, data: bytes) -> None:
         protocol = self.protocol

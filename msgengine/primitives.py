@@ -202,6 +202,9 @@ class Backend:
     #: Bytes per socket read when a connection is not told otherwise: what one read brings is
     #: decoded and handled before the next read.
     read_size = DEFAULT_READ_SIZE
+    #: Whether a caller waiting for an answer may read the stream itself (Driver.enable_caller_reads):
+    #: it saves a hand-off between OS threads or greenlets where the wait would be one anyway.
+    callers_may_read = True
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
         raise NotImplementedError
@@ -243,6 +246,23 @@ class Backend:
     def in_backend_context(self) -> bool:
         """True when the caller may use this backend's primitives directly."""
         return True
+
+    def may_wait(self) -> bool:
+        """True when the caller may wait here (block on a primitive, a socket): everywhere but on
+        the asyncio backend's loop outside its tasks, where a wait would freeze the loop."""
+        return True
+
+    def spawn_eager(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run fn(*args) as a task that starts at once, in place: on the asyncio backend it runs
+        here until it first waits and goes on as a task of the loop from there (for a caller that
+        may not wait: see may_wait); elsewhere a task like spawn()'s."""
+        self.spawn(fn, *args)
+
+    def at_turn_end(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Call fn(*args), which must not block, once the callbacks ready now have run (on the
+        backend's thread; from it only). False, and nothing scheduled, on a backend without such
+        turns (threads, gevent here)."""
+        return False
 
     def may_call_inline(self) -> bool:
         """True when a call that never waits may run right here (``from_any_thread(inline=True)``):

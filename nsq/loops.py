@@ -196,7 +196,10 @@ class LoopBridge:
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run fn(*args) on the loop's thread; from any thread. Dropped if the loop is closed."""
         try:
-            self.loop.call_soon_threadsafe(fn, *args)
+            if self.in_loop_thread():  # (no wake-up of the loop's selector needed: it is running this)
+                self.loop.call_soon(fn, *args)
+            else:
+                self.loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # the loop is closed: nothing will run there any more
             logger.debug("loop %r is closed; dropping %r", self.loop, fn)
 
@@ -248,7 +251,13 @@ class LoopBridge:
             elif not future.done():
                 future.set_result(value)
 
-        return future, lambda value: self.call_soon(resolve_on_loop, value)
+        def resolve(value: Any) -> None:
+            if self.in_loop_thread():
+                resolve_on_loop(value)
+            else:
+                self.call_soon(resolve_on_loop, value)
+
+        return future, resolve
 
     def run(self) -> None:
         """Run the loop until something stops it (the program's own start())."""

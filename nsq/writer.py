@@ -714,9 +714,9 @@ class Writer:
             callback = lambda conn, data: resolve(data)  # noqa: E731
         else:  # pynsq's: the awaitable of the write (nsqd's answer goes to the callback)
             result, send, callback = _reporting_write(bridge, send, callback)
-        if self._conn_list and self.backend.in_backend_context():
+        if self._conn_list and self.backend.may_call_inline():  # (the write itself never waits here: Driver.flush)
             self._publish_with_callback(send, what, callback, False, counts, n)
-        else:  # waiting for a connection (or a send, on the loop's backend) would stall the loop: a task
+        else:  # waiting for a connection would stall the loop: wait on a task
             self.backend.spawn(self._publish_with_callback, send, what, callback, False, counts, n)
         return result
 

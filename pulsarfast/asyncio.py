@@ -20,6 +20,7 @@ receive (aiotake.py). The official client loses it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from datetime import timedelta
@@ -119,6 +120,35 @@ def _start(fn: Callable[[], Any]) -> None:
     task.add_done_callback(_log_outcome)
 
 
+def _settle_send(sent: "asyncio.Future[MessageId]", result: Result, message_id: MessageId | None) -> None:
+    """A send_async callback: the broker's receipt (or the send's failure) resolves the send's future."""
+    if sent.done():
+        return
+    if result is Result.Ok:
+        sent.set_result(message_id)  # type: ignore[arg-type]  # (Ok always comes with the id)
+    else:
+        sent.set_exception(PulsarException(result))
+
+
+class _Turns:
+    """Awaits that return at once (a message already here) never give the loop a turn: a loop
+    of them would hold it for as long as messages keep coming. After SLICE seconds without one,
+    ``take_turn`` gives the loop one."""
+
+    SLICE = 0.001
+
+    def __init__(self) -> None:
+        self._since = 0.0
+
+    async def take_turn(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self._since >= self.SLICE:
+            if self._since:
+                await asyncio.sleep(0)
+            self._since = loop.time()
+
+
 def _check_seek_target(messageid: Any) -> None:
     """The official seek()'s check: a MessageId or an int (a publish timestamp in ms)."""
     if not isinstance(messageid, (MessageId, int)):
@@ -153,9 +183,21 @@ class Producer:
         """Send a message; returns its id once the broker has it (raises PulsarException)."""
         if self._closed:
             raise _closed("producer closed")
-        return await _call(self._producer.send, content, properties, partition_key, ordering_key, sequence_id,
-                           replication_clusters, bool(disable_replication), event_timestamp, deliver_at,
-                           deliver_after)
+        producer = self._producer
+        if producer.settings.block_if_queue_full:  # (waiting for room: in a task of the backend)
+            return await _call(producer.send, content, properties, partition_key, ordering_key, sequence_id,
+                               replication_clusters, bool(disable_replication), event_timestamp, deliver_at,
+                               deliver_after)
+        # The message is queued here, at once (send_async never waits without block_if_queue_full), and
+        # the receipt resolves a future of the loop: no task, no greenlet per send.
+        sent: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
+        try:
+            producer.send_async(content, functools.partial(_settle_send, sent), properties, partition_key,
+                                ordering_key, sequence_id, replication_clusters, bool(disable_replication),
+                                event_timestamp, deliver_at, deliver_after)
+        except _SyncPulsarException as exc:
+            _raise_mapped(exc)
+        return await sent
 
     async def flush(self) -> None:
         """Wait until every message sent so far has the broker's receipt."""
@@ -190,13 +232,25 @@ class Consumer:
         self._consumer = consumer
         self._schema = schema
         self._takes: Takes[Message] = Takes(consumer.receive, consumer.return_to_queue)
+        self._turns = _Turns()
 
     async def receive(self) -> Message:
         """The next message (waits for ever; a cancelled wait loses no message)."""
-        return await _mapped(self._takes.next())
+        ready = self._consumer.receive_ready()  # (one already here: no task, no greenlet)
+        if ready is None:
+            return await _mapped(self._takes.next())
+        try:
+            await self._turns.take_turn()
+        except asyncio.CancelledError:
+            self._consumer.return_to_queue(ready)  # (cancelled while giving the loop its turn: kept)
+            raise
+        return ready
 
     async def acknowledge(self, message: Union[Message, MessageId]) -> None:
-        await _call(self._consumer.acknowledge, message)
+        try:
+            self._consumer.acknowledge(message)  # (never waits: acknowledgements are grouped and sent later)
+        except _SyncPulsarException as exc:
+            _raise_mapped(exc)
 
     async def acknowledge_cumulative(self, message: Union[Message, MessageId]) -> None:
         await _call(self._consumer.acknowledge_cumulative, message)

@@ -1284,9 +1284,19 @@ class Consumer:
                 raise Timeout("no message within %d ms" % (timeout_millis or 0))
             return message
 
-    def _take(self, deadline: float | None) -> Any:
+    def receive_ready(self) -> Message | None:
+        """The message receive() would return at once, or None when it would have to wait (or
+        raise: closed, a listener). Never waits: for a caller on the backend's thread that must
+        not (the asyncio API's receive, on its loop, tries this before it waits in a task)."""
+        if not self._usable or self._listener is not None:
+            return None
+        message = self._take(None, wait=False)
+        return None if message is _CLOSED else message
+
+    def _take(self, deadline: float | None, wait: bool = True) -> Any:
         """The next message handed to the application: from the ready batch, else
-        the next batch from the queue (None: the deadline passed; _CLOSED: closed)."""
+        the next batch from the queue (None: the deadline passed, or nothing is
+        there without waiting; _CLOSED: closed)."""
         ready = self._ready
         get = self._queue.get
         while True:
@@ -1298,10 +1308,18 @@ class Consumer:
             try:
                 consumer, epoch, message = ready.popleft()
             except IndexError:
-                wait = OWED_RELEASE_SECONDS if deadline is None else \
+                if not wait:
+                    try:
+                        item = get(False)
+                    except _queue.Empty:
+                        return None
+                    if self._accept(item) is _CLOSED:
+                        return _CLOSED
+                    continue
+                wait_for = OWED_RELEASE_SECONDS if deadline is None else \
                     min(OWED_RELEASE_SECONDS, max(0.0, deadline - monotonic()))
                 try:
-                    item = get(timeout=wait)
+                    item = get(timeout=wait_for)
                 except _queue.Empty:
                     if deadline is not None and monotonic() >= deadline:
                         return None
@@ -1508,7 +1526,7 @@ class Consumer:
 
     def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (the broker will not deliver it again)."""
-        if not (self._usable and self.backend.in_backend_context()):
+        if not (self._usable and self.backend.may_call_inline()):
             return self._acknowledge_checked(message)
         message_id = message.message_id() if type(message) is Message else self._id_of(message)
         consumer = self._by_topic.get(message_id.topic)  # (the fast path: a message this consumer received)
@@ -1517,7 +1535,7 @@ class Consumer:
         consumer.ack(message_id)
         consumer.acknowledged += 1
 
-    @from_any_thread()
+    @from_any_thread(inline=True)
     def _acknowledge_checked(self, message: Message | MessageId) -> None:
         self._check_open()
         message_id = self._id_of(message)

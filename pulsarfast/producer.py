@@ -26,7 +26,9 @@ With batching on, messages join an open batch that becomes one SEND frame
 (``num_messages``, the first message's sequence id, one
 ``SingleMessageMetadata`` per message) when it holds
 ``batching_max_messages`` messages or ``batching_max_allowed_size_in_bytes``
-bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``;
+bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``
+(on the asyncio backend also at the end of the loop's turn when no batch of
+the producer waits for its receipt: ``_send_early``);
 the frame is then pending like any other, and its receipt gives each message
 its id (the entry's, with the message's index in the batch).
 
@@ -257,6 +259,8 @@ class PartitionProducer:
         self._open_key: bytes | None = None  # (the key of the open batch's messages)
         self._open_bytes = 0
         self._batch_timer: Any = None
+        #: an early send of the open batch is due at the end of the loop's turn (see _add_to_batch_locked)
+        self._early_due = False
         self.closed = False
         #: the broker's word that no send can succeed again, TopicTerminated or ProducerFenced, and its
         #: text (None: none yet): later sends fail at once with it, and the producer is not re-created
@@ -499,7 +503,23 @@ class PartitionProducer:
             return self._close_batch_locked()
         if self._batch_timer is None:
             self._batch_timer = self.backend.call_later(settings.batch_delay, self._batch_due)
+        if not self._pending:
+            self._send_early()
         return []
+
+    def _send_early(self) -> None:
+        """No batch of this producer waits for its receipt: on a backend with turns (asyncio), the
+        open batch goes at the end of this turn, with every message sent in it, instead of after
+        the batching delay (a maximum: the broker would otherwise sit idle meanwhile). So a
+        coroutine awaiting each send waits a round trip, not the delay, and concurrent senders
+        fill each batch while the previous one is on its way."""
+        if not self._early_due and not self.closed:
+            self._early_due = self.backend.at_turn_end(self._early_batch)
+
+    def _early_batch(self) -> None:
+        self._early_due = False
+        if self._open and not self._pending:
+            self.backend.spawn(self.send_open_batch)  # (a task: queueing the frame may wait for the lock)
 
     def _close_batch_locked(self) -> list[bytes]:
         """The open batch becomes one SEND frame, pending like any other (under the lock)."""
@@ -596,6 +616,8 @@ class PartitionProducer:
             return
         self._wake(waiters)
         self._finish(token, [send], mid, None)
+        if self._open and not self._pending:  # (what joined the batch while the last one was on its way)
+            self._send_early()
 
     def send_error(self, link: _ProducerLink, sequence_id: int, error: PulsarException) -> None:
         if error.result is Result.TopicTerminated:
@@ -828,7 +850,7 @@ class Producer:
         assert send.message_id is not None
         return send.message_id
 
-    @from_any_thread()
+    @from_any_thread(inline=True)  # (waits only for room with block_if_queue_full, which the loop's callers avoid)
     def send_async(self, content: bytes | None, callback: SendCallback, properties: dict[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | None = None,
                    sequence_id: int | None = None, replication_clusters: list[str] | None = None,

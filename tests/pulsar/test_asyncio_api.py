@@ -418,6 +418,27 @@ def test_100_concurrent_sends(pulsar_broker, pulsar_topic):
     run(main)
 
 
+def test_a_batch_goes_without_waiting_out_the_delay_when_none_is_on_its_way(pulsar_broker, pulsar_topic):
+    # batching on (the asyncio API's default) with a delay no test waits out: a send awaited alone
+    # goes at the end of the loop's turn; concurrent sends made in one turn share one batch
+    async def main():
+        client = fast_asyncio.Client(pulsar_broker.service_url, operation_timeout_seconds=15)
+        consumer = await within(client.subscribe(pulsar_topic, "sub"))
+        producer = await within(client.create_producer(pulsar_topic, batching_max_publish_delay_ms=600_000))
+        alone = [await within(producer.send(b"alone-%d" % i)) for i in range(3)]
+        together = await within(asyncio.gather(*[producer.send(b"together-%d" % i) for i in range(50)]))
+        entries = {(i.ledger_id(), i.entry_id()) for i in together}
+        assert len(entries) < len(together)  # batched: fewer entries than messages
+        assert sorted(i.batch_index() for i in together)[-1] > 0
+        assert len({(i.ledger_id(), i.entry_id()) for i in alone}) == 3  # one batch each, none waited
+        got = [await within(consumer.receive()) for _ in range(53)]
+        assert [m.data() for m in got] == [b"alone-%d" % i for i in range(3)] + [b"together-%d" % i for i in range(50)]
+        for message in got:
+            await consumer.acknowledge(message)
+        await within(client.close())
+    run(main)
+
+
 def test_sync_api_on_other_threads_is_not_blocked(pulsar_broker, pulsar_topic):
     """While the loop awaits a receive of pulsarfast.asyncio, a sync client on another thread
     produces and consumes; the loop's receive then gets what that thread sent."""
