@@ -9,8 +9,17 @@
 # finished exactly as the client says (no requeue, no timeout), and otherwise
 # it is printed as REJECTED with the reason and recorded in the JSON.
 #
+# nsqfast runs on its gevent and threads backends and, made inside asyncio.run(),
+# on the loop's asyncio backend ("nsqfast-cy-asyncio"); the consumers that share
+# their loop with the program (pynsq, nsqfast asyncio) also report the lag of a
+# 10 ms asyncio.sleep ticker beside them (the "Loop responsiveness" table).
+#
 # Outputs: benchmarks/results/latest.json, latest.md and latest.png (the chart,
-# drawn by benchmarks/chart.py with matplotlib from .bench-venvs/tools).
+# drawn by benchmarks/chart.py with matplotlib from .bench-venvs/tools), or in
+# --out DIR. A partial run: --clients KEY,... and --workloads KEY,... (the keys
+# of make_clients / make_workloads), e.g. a smoke run:
+#   run.py --quick --rss-run 0 --clients pynsq,nsqfast-cy-asyncio \
+#          --workloads consume-2500,pub --out /tmp/bench
 # Logs of every client and nsqd go to benchmarks/results/tmp/ (git-ignored).
 from __future__ import annotations
 
@@ -130,7 +139,7 @@ class Client:
     # how this client does "concurrent publishers"
     concurrency: int = 64
     concurrency_note: str = ""
-    concurrency_unit: str = ""  # "greenlets", "threads", "goroutines": for Workload.concurrency
+    concurrency_unit: str = ""  # "greenlets", "threads", "coroutines", "goroutines": for Workload.concurrency
 
     def supports(self, wl: Workload) -> tuple[bool, str]:
         if self.kind == "benchtools":
@@ -139,7 +148,7 @@ class Client:
             if wl.mode in ("mpub", "pubmany"):  # pub-many: its usual MPUB of 100, as the reference
                 return True, ""
             return False, "n/a"
-        if wl.mode == "pubmany" and self.kind != "nsqfast":
+        if wl.mode == "pubmany" and (self.kind != "nsqfast" or self.backend == "asyncio"):
             return False, "n/a"
         if wl.concurrency is not None and not self.concurrency_unit:
             return False, "n/a"  # pynsq (no blocking publish), gnsq: kept out of the many-callers rows
@@ -196,6 +205,29 @@ def probe_nsqfast(python: str, env: dict[str, str], impl: str) -> str:
     return _PROBES[key]
 
 
+def nsqfast_asyncio_client(python: str, script: str) -> Client:
+    """nsqfast made inside a running asyncio loop (the loop's asyncio backend, no threads), as
+    an asyncio program uses it: compiled codec only (the pure-Python codec says nothing more
+    here than on the other backends), no gevent patch. No pub_many (not an asyncio call)."""
+    env = base_env()
+    env["PYTHONPATH"] = ROOT
+    reason = probe_nsqfast(python, env, "cython")
+    return Client(
+        key="nsqfast-cy-asyncio",
+        label="nsqfast (cython, asyncio)",
+        kind="nsqfast",
+        argv=[python, script, "--backend", "asyncio"],
+        env=env,
+        expect_impl="cython",
+        available=not reason,
+        reason=reason,
+        backend="asyncio",
+        concurrency=64,
+        concurrency_note="64 coroutines",
+        concurrency_unit="coroutines",
+    )
+
+
 def make_clients(python: str, gevent_patch: bool) -> list[Client]:
     clients: list[Client] = []
     script = os.path.join(CLIENTS_DIR, "nsqfast_client.py")
@@ -225,6 +257,7 @@ def make_clients(python: str, gevent_patch: bool) -> list[Client]:
                     concurrency_unit="greenlets" if backend == "gevent" else "threads",
                 )
             )
+    clients.append(nsqfast_asyncio_client(python, script))
     for name, version, script_name, note in (
         ("pynsq", PYNSQ_VERSION, "pynsq_client.py", "64 async pubs outstanding"),
         ("gnsq", GNSQ_VERSION, "gnsq_client.py", "64 greenlets"),
@@ -749,6 +782,9 @@ class Bench:
                 problems.append("client measured %r seconds" % result.get("seconds"))
             if client.expect_impl and result.get("impl") != client.expect_impl:
                 problems.append("codec is %r, expected %r" % (result.get("impl"), client.expect_impl))
+            if client.backend == "asyncio" and result.get("clients_backend") != "asyncio":
+                # made in a coroutine, the clients must run on the loop, not on a bridge to threads
+                problems.append("clients ran on the %r backend, expected 'asyncio'" % result.get("clients_backend"))
             if client.module_prefix and not str(result.get("module", "")).startswith(client.module_prefix):
                 problems.append("imported %s, not from %s" % (result.get("module"), client.module_prefix))
             if wl.mode == "consume":
@@ -993,10 +1029,9 @@ class Bench:
         if client.kind in ("nsqfast", "pynsq", "gnsq", "go") and wl.mode == "concurrent":
             cell["note"] = client.note_for(wl)
             # per-call latency and peak RSS (nsqfast and go-nsq clients report them)
-            for k in LATENCY_FIELDS:
-                values = [r["client_result"][k] for r in runs if isinstance(r.get("client_result", {}).get(k), (int, float))]
-                if values:
-                    cell[k] = statistics.median(values)
+            cell.update(median_fields(runs, LATENCY_FIELDS))
+        if wl.mode == "consume":
+            cell.update(median_fields(runs, TICKER_FIELDS))  # pynsq and nsqfast asyncio report them
         if any(r.get("note") for r in runs):
             cell["note"] = runs[0]["note"]
         log(
@@ -1007,6 +1042,8 @@ class Bench:
                 % (cell["p50_latency_ms"], cell["p99_latency_ms"], cell["max_latency_ms"], cell["peak_rss_mb"])
                 if all(k in cell for k in LATENCY_FIELDS) else "",
             )
+            + ("; ticker lag p50 %.2f / p99 %.2f / max %.2f ms" % (cell["ticker_p50_ms"], cell["ticker_p99_ms"], cell["ticker_max_ms"])
+               if all(k in cell for k in TICKER_FIELDS) else "")
         )
 
     # -- RSS ---------------------------------------------------------------------------
@@ -1132,6 +1169,19 @@ class Bench:
 
 
 LATENCY_FIELDS = ("p50_latency_ms", "p99_latency_ms", "max_latency_ms", "peak_rss_mb")
+# consume on a loop (pynsq, nsqfast asyncio): how late a 10 ms asyncio.sleep ticker woke up
+TICKER_FIELDS = ("ticker_p50_ms", "ticker_p99_ms", "ticker_max_ms", "ticker_ticks")
+TICKER_P99_GOAL_MS = 5.0
+
+
+def median_fields(runs: list[dict], keys: tuple[str, ...]) -> dict:
+    """For each key the clients reported: the median over the accepted runs of each run's figure."""
+    medians = {}
+    for k in keys:
+        values = [r["client_result"][k] for r in runs if isinstance(r.get("client_result", {}).get(k), (int, float))]
+        if values:
+            medians[k] = statistics.median(values)
+    return medians
 
 
 def us(cpu: float, count: int) -> float:
@@ -1227,6 +1277,24 @@ def fmt_cpu(cell: dict) -> str:
     return "%.2f / %.2f" % (cell["client_us"], cell["nsqd_us"])
 
 
+ASYNCIO = "nsqfast-cy-asyncio"
+
+
+def ticker_row(cell: dict, wl: str) -> dict:
+    """The asyncio consumer keeps its loop responsive: the ticker's p99 lag under the goal."""
+    value = cell.get("ticker_p99_ms") if cell.get("status") == "ok" else None
+    return {
+        "target": "asyncio backend consume: ticker p99 lag < %g ms" % TICKER_P99_GOAL_MS,
+        "workload": wl,
+        "ours": ASYNCIO,
+        "theirs": None,
+        "value": value,
+        "goal": TICKER_P99_GOAL_MS,
+        "unit": "ms p99",
+        "pass": None if value is None else value < TICKER_P99_GOAL_MS,
+    }
+
+
 def targets(report: dict) -> list[dict]:
     res = report["results"]
 
@@ -1258,6 +1326,8 @@ def targets(report: dict) -> list[dict]:
         ratio_row("consume ≥ 5x pynsq", wl, "nsqfast-cy-gevent", "pynsq", 5.0)
         ratio_row("consume ≥ 1.5x go-nsq Consumer", wl, "nsqfast-cy-gevent", "go-nsq", 1.5)
         ratio_row("threads backend consume ≥ 3x pynsq", wl, "nsqfast-cy-threads", "pynsq", 3.0)
+        ratio_row("asyncio backend consume ≥ 5x pynsq", wl, ASYNCIO, "pynsq", 5.0)
+        rows.append(ticker_row(res[wl].get(ASYNCIO, {}), wl))
     compiled = ("nsqfast-cy-gevent", "nsqfast-cy-threads")
     if "pub" in res:
         for ours in compiled:
@@ -1271,7 +1341,7 @@ def targets(report: dict) -> list[dict]:
                 ratio_row("MPUB of 100 ≥ 90% of bench_writer", wl, ours, "bench-tools", 0.9)
     if "callers-1000" in res:
         limit_ms = 10_000.0  # the Writer's default publish_timeout
-        for ours in compiled:
+        for ours in compiled + (ASYNCIO,):
             cell = res["callers-1000"].get(ours, {})
             ok = cell.get("status") == "ok"
             value = cell.get("max_latency_ms") if ok else None
@@ -1358,6 +1428,7 @@ def markdown(report: dict) -> str:
         row = report["results"][w["key"]]
         lines.append("| " + w["label"] + " | " + " | ".join(fmt_cpu(row.get(c["key"], {})) for c in columns) + " |")
     lines.append("")
+    lines.extend(ticker_table(report, labels))
     latency_rows = []
     for w in report["workloads"]:
         if w["key"] not in ("concurrent", "callers-1000"):
@@ -1420,6 +1491,8 @@ def markdown(report: dict) -> str:
             measured = "%s msgs/s (%s)" % (f"{t['value']:,.0f}", ours)
         elif t["unit"] == "ms":
             measured = "max %s ms (%s)" % (f"{t['value']:,.2f}", ours)
+        elif t["unit"] == "ms p99":
+            measured = "p99 %s ms (%s)" % (f"{t['value']:,.2f}", ours)
         else:
             measured = "%.1f MB (%s)" % (t["value"], ours)
         verdict = "—" if t["pass"] is None else ("PASS" if t["pass"] else "**FAIL**")
@@ -1428,8 +1501,9 @@ def markdown(report: dict) -> str:
     notes = [
         "Consume: a backlog put in nsqd before the client starts (split evenly over 3 nsqd in the 3-nsqd rows), every message finished; the time runs from the first message to the last one handled. Publish: the time runs from the first publish to the last OK.",
         "CPU: utime+stime from /proc of the client process and of the nsqd process(es), from the start signal to the client's result (the client's interpreter start-up is not counted).",
-        "Concurrent publishers: nsqfast gevent 64 greenlets, nsqfast threads 8 threads, gnsq 64 greenlets, go-nsq 64 goroutines, all on one writer/producer; pynsq (no blocking publish) 64 async pubs kept outstanding with callbacks. "
-        "The 1,000-caller row puts 1,000 greenlets (nsqfast gevent), 1,000 threads (nsqfast threads) or 1,000 goroutines (go-nsq) on one writer/producer, each blocking on its own PUBs; pynsq and gnsq do not run it.",
+        "Concurrent publishers: nsqfast gevent 64 greenlets, nsqfast threads 8 threads, nsqfast asyncio 64 coroutines, gnsq 64 greenlets, go-nsq 64 goroutines, all on one writer/producer; pynsq (no blocking publish) 64 async pubs kept outstanding with callbacks. "
+        "The 1,000-caller row puts 1,000 greenlets (nsqfast gevent), 1,000 threads (nsqfast threads), 1,000 coroutines (nsqfast asyncio) or 1,000 goroutines (go-nsq) on one writer/producer, each blocking on (or awaiting) its own PUBs; pynsq and gnsq do not run it.",
+        "nsqfast asyncio: the Reader / Writer are made inside `asyncio.run()`, so they run on the loop's asyncio backend (no threads); pub, concurrent and mpub `await writer.pub()` / `await writer.mpub()`, one at a time per coroutine; it has no `pub_many`.",
         "MPUB of 100 pipelined: one caller hands nsqfast's `Writer.pub_many` every body (batch_size 100, window 8: up to 8 MPUBs awaiting nsqd's answer), timed until it returns; the bench_writer figure in that row is its usual MPUB of 100, as the reference. Other clients have no such call.",
         "nsqfast gevent clients run after `gevent.monkey.patch_all()`%s." % (" (disabled for this run: --gevent-no-patch)" if report.get("gevent_no_patch") else ""),
         "bench_reader / bench_writer are nsq's own raw-protocol tools, run with GOMAXPROCS=1 (one connection); bench_reader's rate is timed by polling nsqd `/stats` every ~2 ms, bench_writer's is its own report over --runfor.",
@@ -1460,6 +1534,48 @@ def markdown(report: dict) -> str:
             lines.append("- … and %d more" % (len(report["rejections"]) - len(shown)))
         lines.append("")
     return "\n".join(lines)
+
+
+def ticker_table(report: dict, labels: dict[str, str]) -> list[str]:
+    """Loop responsiveness of the two consumers that share their loop with the program (pynsq on
+    tornado's asyncio loop, nsqfast asyncio), and the asyncio one's throughput against pynsq."""
+    rows = []
+    for w in report["workloads"]:
+        if w["mode"] != "consume":
+            continue
+        cells = [report["results"][w["key"]].get(key, {}) for key in ("pynsq", ASYNCIO)]
+        if all(c.get("status") in (None, "n/a") for c in cells):
+            continue
+        ratio = cells[1]["rate"] / cells[0]["rate"] if all(c.get("status") == "ok" for c in cells) else None
+        # ticks: a fast consume of a quick run lasts tens of ms, so its p99 is of a handful of ticks
+        ticks = " / ".join("%d" % c["ticker_ticks"] if c.get("status") == "ok" and "ticker_ticks" in c else "—" for c in cells)
+        rows.append(
+            "| %s | %s | %s | %s | %s |"
+            % (w["label"], fmt_ticker(cells[0]), fmt_ticker(cells[1]), ticks, "—" if ratio is None else "%.2fx" % ratio)
+        )
+    if not rows:
+        return []
+    return [
+        "#### Loop responsiveness while consuming (lag of a 10 ms asyncio.sleep ticker, p50 / p99 ms)",
+        "",
+        "| workload | %s | %s | ticks per run (pynsq / asyncio) | msgs/s, asyncio / pynsq |" % (labels.get("pynsq", "pynsq"), labels.get(ASYNCIO, ASYNCIO)),
+        "|---|---:|---:|---:|---:|",
+        *rows,
+        "",
+        "The ticker runs on the consumer's own loop from the first message to the last (tornado's asyncio loop for pynsq); "
+        "lag: how much later than 10 ms each `asyncio.sleep(0.01)` returned, medians over the accepted runs of each run's p50, p99 and tick count "
+        "(with few ticks the p99 is the slowest tick). "
+        "Issue targets: asyncio consume ≥ 5x pynsq, ticker p99 < %g ms (see Targets)." % TICKER_P99_GOAL_MS,
+        "",
+    ]
+
+
+def fmt_ticker(cell: dict) -> str:
+    if cell.get("status") != "ok":
+        return fmt_rate(cell)
+    if "ticker_p50_ms" not in cell or "ticker_p99_ms" not in cell:
+        return "not reported"
+    return "%.2f / %.2f" % (cell["ticker_p50_ms"], cell["ticker_p99_ms"])
 
 
 def md_escape(text: str) -> str:

@@ -1,7 +1,10 @@
 # The pynsq (0.9.1, tornado) side of `make bench`. Runs in .bench-venvs/pynsq,
 # where `import nsq` is pynsq. See _common.py for the protocol.
 #
-# consume: nsq.Reader, the handler returns True (pynsq sends FIN).
+# consume: nsq.Reader, the handler returns True (pynsq sends FIN); beside it on
+#   the same loop (tornado 6 runs on asyncio) the 10 ms asyncio.sleep ticker of
+#   _common.Ticker, from the first message to the last, to compare the loop's
+#   responsiveness with nsqfast's asyncio backend (ticker_* in the result).
 # pub: one async pub at a time, the next one sent from the previous callback.
 # concurrent: pynsq has no blocking publish to call from many tasks; its
 #   natural equivalent is --concurrency async pubs kept outstanding, each
@@ -29,6 +32,7 @@ def consume(args, loop) -> dict:
     count = args.count
     size = args.size
     state = {"n": 0, "bad": 0, "start": 0.0, "end": 0.0}
+    ticker = _common.Ticker()
 
     def stop_when_flushed() -> None:
         # The FIN of the last message is written by the IOStream; stop once
@@ -44,10 +48,12 @@ def consume(args, loop) -> dict:
         state["n"] = n
         if n == 1:
             state["start"] = now()
+            ticker.counting = True  # (the lag while consuming: from the first message on)
         if len(message.body) != size:
             state["bad"] += 1
         if n == count:
             state["end"] = now()
+            ticker.running = False
             loop.add_callback(stop_when_flushed)
         return True
 
@@ -59,8 +65,10 @@ def consume(args, loop) -> dict:
         max_in_flight=args.max_in_flight,
         **conn_options(args),
     )
+    # spawn_callback: run as a task of the (asyncio) loop once it starts, as the Reader's own work is
+    loop.spawn_callback(ticker.run)
     loop.start()
-    return {"count": state["n"], "seconds": state["end"] - state["start"], "errors": state["bad"]}
+    return dict(ticker.summary(), count=state["n"], seconds=state["end"] - state["start"], errors=state["bad"])
 
 
 def publish(args, loop) -> dict:
