@@ -5,12 +5,17 @@ One real Pulsar standalone broker (tests/support/pulsar_broker.py, the JVM setti
 benchmarks/pulsar_quick.py), then for each client, in its own subprocess, on fresh topics:
 
   produce   N 100-byte messages, ``await producer.send(body)`` from 100 concurrent tasks (batching
-            off, both clients' default), timed from the first send to the last receipt
-  consume   the N messages, ``msg = await consumer.receive()`` + ``await consumer.acknowledge(msg)``
-            one after the other, from a subscription made (and closed) before the produce
+            on: both asyncio APIs' default, 10 ms delay), timed from the first send to the last receipt
+  one by one  SEQUENTIAL more, ``await producer.send(body)`` from one coroutine, each after the last
+            receipt (the common shape of an asyncio producer)
+  consume   the N + SEQUENTIAL messages, ``msg = await consumer.receive()`` + ``await
+            consumer.acknowledge(msg)`` one after the other, from a subscription made (and closed)
+            before the produce, with a 10 ms ``asyncio.sleep`` ticker beside it: its lag (p50/p99)
+            is how responsive the loop stays while the client consumes at full speed
 
-Checks (a row prints FAIL when one does not hold): the broker's msgInCounter equals N; every send
-returned an id; the consumer got N distinct payloads; the subscription's backlog is 0 after close.
+Checks (a row prints FAIL when one does not hold): the broker's msgInCounter equals N + SEQUENTIAL;
+every send returned an id; the consumer got every payload, distinct; the subscription's backlog is 0
+after close.
 CPU: the client process's utime+stime over the timed part, per message. A warm-up pass (both
 clients, not recorded), then the median of --runs runs, interleaved.
 
@@ -37,12 +42,16 @@ sys.path.insert(0, HERE)
 
 from pulsar_quick import BROKER_JVM_ARGS, loadavg, payloads, run_child, self_cpu_seconds, tests_on_path  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "clients"))
+from _common import Ticker  # noqa: E402
+
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_asyncio.json")
 CLIENTS = {
     "pulsarfast": {"module": "pulsarfast.asyncio", "label": "pulsarfast.asyncio (on the loop)"},
     "official": {"module": "pulsar.asyncio", "label": "official pulsar.asyncio 3.13"},
 }
 SENDERS = 100
+SEQUENTIAL = 1_000  # sends awaited one by one (the "one by one" column)
 SUBSCRIPTION = "bench"
 
 
@@ -69,20 +78,35 @@ async def child(cfg: dict) -> dict:
         await asyncio.gather(*(sender(i) for i in range(SENDERS)))
         out["produce"] = {"seconds": time.perf_counter() - began, "cpu_seconds": self_cpu_seconds() - cpu,
                           "ids": len(ids)}
+        one_by_one = payloads(SEQUENTIAL, b"s")
+        began = time.perf_counter()
+        for body in one_by_one:
+            ids.append(await producer.send(body))
+        out["one_by_one"] = {"seconds": time.perf_counter() - began}
+        out["produce"]["ids"] = len(ids)  # (every send's, both phases')
         await producer.close()
         consumer = await client.subscribe(topic, SUBSCRIPTION)
         seen = set()
         error = None
-        cpu, began = self_cpu_seconds(), time.perf_counter()
-        try:
-            for _ in range(n):
-                message = await asyncio.wait_for(consumer.receive(), 30)
+        ticker = Ticker()
+        ticker.counting = True
+        ticking = asyncio.ensure_future(ticker.run())
+        async def consume_all() -> None:
+            for _ in range(n + SEQUENTIAL):
+                message = await consumer.receive()
                 seen.add(message.data())
                 await consumer.acknowledge(message)
+
+        cpu, began = self_cpu_seconds(), time.perf_counter()
+        try:  # (one bound for the whole loop, as a program has: a wait_for per receive is a Task per message)
+            await asyncio.wait_for(consume_all(), 60 + n / 1000)
         except Exception as exc:  # (a timeout: fewer messages than produced)
             error = "%s: %s" % (type(exc).__name__, exc)
-        out["consume"] = {"seconds": time.perf_counter() - began, "cpu_seconds": self_cpu_seconds() - cpu,
-                          "distinct": len(seen), "error": error}
+        seconds = time.perf_counter() - began
+        ticker.running = False
+        await ticking
+        out["consume"] = dict(ticker.summary(), seconds=seconds, cpu_seconds=self_cpu_seconds() - cpu,
+                              distinct=len(seen), error=error)
         await consumer.close()
     finally:
         await client.close()
@@ -98,16 +122,19 @@ def check(broker, cfg: dict, result: dict) -> dict:
         return {"failures": [result.get("error", "no result"), result.get("stderr_tail", "")[-500:]]}
     stats = broker.topic_stats(cfg["topic"])
     fails = []
-    if stats["msgInCounter"] != n:
-        fails.append("broker msgInCounter %d != %d" % (stats["msgInCounter"], n))
-    if produce["ids"] != n:
-        fails.append("%d ids of %d sends" % (produce["ids"], n))
-    if consume["error"] or consume["distinct"] != n:
-        fails.append("received %d distinct of %d (%s)" % (consume["distinct"], n, consume["error"]))
+    total = n + SEQUENTIAL
+    if stats["msgInCounter"] != total:
+        fails.append("broker msgInCounter %d != %d" % (stats["msgInCounter"], total))
+    if produce["ids"] != total:
+        fails.append("%d ids of %d sends" % (produce["ids"], total))
+    if consume["error"] or consume["distinct"] != total:
+        fails.append("received %d distinct of %d (%s)" % (consume["distinct"], total, consume["error"]))
     backlog = stats["subscriptions"][SUBSCRIPTION]["msgBacklog"]
     if backlog:
         fails.append("backlog %d after the consumer closed" % backlog)
-    return {"produce_rate": n / produce["seconds"], "consume_rate": n / consume["seconds"],
+    return {"produce_rate": n / produce["seconds"], "consume_rate": total / consume["seconds"],
+            "one_by_one_rate": SEQUENTIAL / result["one_by_one"]["seconds"],
+            "ticker_p50_ms": consume.get("ticker_p50_ms"), "ticker_p99_ms": consume.get("ticker_p99_ms"),
             "produce_cpu_us": produce["cpu_seconds"] / n * 1e6, "consume_cpu_us": consume["cpu_seconds"] / n * 1e6,
             "failures": fails}
 
@@ -156,23 +183,31 @@ def main() -> int:
     summary = {}
     for name in CLIENTS:
         ok = [r["row"] for r in runs if r["client"] == name and not r["row"]["failures"]]
-        summary[name] = {key: (statistics.median(r[key] for r in ok) if ok else None)
-                         for key in ("produce_rate", "consume_rate", "produce_cpu_us", "consume_cpu_us")}
+        summary[name] = {key: (statistics.median(r[key] for r in ok if r[key] is not None) if ok else None)
+                         for key in ("produce_rate", "one_by_one_rate", "consume_rate", "produce_cpu_us",
+                                     "consume_cpu_us", "ticker_p50_ms", "ticker_p99_ms")}
     ours, theirs = summary["pulsarfast"], summary["official"]
-    lines = ["Median of %d runs, %s messages of 100 bytes; produce: `await send` from %d tasks; consume: "
-             "`await receive` + `await acknowledge`. `benchmarks/pulsar_asyncio.py`."
-             % (args.runs, format(args.messages, ","), SENDERS), "",
-             "| client | produce | consume | CPU µs/msg (produce / consume) |", "|---|---:|---:|---:|"]
+    lines = ["Median of %d runs, %s messages of 100 bytes; produce: `await send` from %d tasks; one by one: "
+             "%s sends awaited in turn by one coroutine; consume: `await receive` + `await acknowledge`, with "
+             "the lag of a 10 ms `asyncio.sleep` ticker meanwhile. Batching on (10 ms), both APIs' default. "
+             "`benchmarks/pulsar_asyncio.py`."
+             % (args.runs, format(args.messages, ","), SENDERS, format(SEQUENTIAL, ",")), "",
+             "| client | produce | one by one | consume | ticker lag p50 / p99 | CPU µs/msg (produce / consume) |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, row in summary.items():
         if row["produce_rate"] is None:
-            lines.append("| %s | FAIL | FAIL | - |" % CLIENTS[name]["label"])
+            lines.append("| %s | FAIL | FAIL | FAIL | - | - |" % CLIENTS[name]["label"])
             continue
-        lines.append("| %s | %s msgs/s | %s msgs/s | %.0f / %.0f |" % (
-            CLIENTS[name]["label"], format(round(row["produce_rate"]), ","), format(round(row["consume_rate"]), ","),
+        lines.append("| %s | %s msgs/s | %s msgs/s | %s msgs/s | %.2f / %.2f ms | %.0f / %.0f |" % (
+            CLIENTS[name]["label"], format(round(row["produce_rate"]), ","), format(round(row["one_by_one_rate"]), ","),
+            format(round(row["consume_rate"]), ","), row["ticker_p50_ms"] or 0, row["ticker_p99_ms"] or 0,
             row["produce_cpu_us"], row["consume_cpu_us"]))
     if ours["produce_rate"] and theirs["produce_rate"]:
-        lines += ["", "pulsarfast.asyncio / official: produce %.2fx, consume %.2fx (targets: 2x each)" % (
-            ours["produce_rate"] / theirs["produce_rate"], ours["consume_rate"] / theirs["consume_rate"])]
+        lines += ["", "pulsarfast.asyncio / official: produce %.2fx, one by one %.2fx, consume %.2fx "
+                  "(targets: 2x produce and consume)" % (
+                      ours["produce_rate"] / theirs["produce_rate"],
+                      ours["one_by_one_rate"] / theirs["one_by_one_rate"],
+                      ours["consume_rate"] / theirs["consume_rate"])]
     table = "\n".join(lines)
     print("\n" + table)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)

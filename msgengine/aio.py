@@ -86,17 +86,21 @@ async def _drive(backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple,
     """Run fn(*args, **kwargs) in a task greenlet, awaiting on the loop whatever it hands over."""
     glet = _TaskGreenlet(functools.partial(fn, *args, **kwargs), parent=greenlet.getcurrent())
     glet.backend = backend
+    backend.turn_at = backend.loop.time()
     return await _drive_on(glet, glet.switch())
 
 
 async def _drive_on(glet: _TaskGreenlet, handed: Any) -> Any:
     """Go on driving glet, which handed over ``handed`` (its result once it is dead)."""
+    backend = glet.backend
     while not glet.dead:
         try:
             value = await handed
         except BaseException as exc:  # (a CancelledError too: raised where the greenlet waits)
+            backend.turn_at = backend.loop.time()
             handed = glet.throw(exc)
         else:
+            backend.turn_at = backend.loop.time()
             handed = glet.switch(value)
     return handed
 
@@ -405,14 +409,15 @@ class _Queue:
 
 
 #: The longest a task reading a busy socket keeps the loop without giving it a turn (seconds).
-SLICE = 0.001
+SLICE = 0.0005
 
 
 def _one_turn() -> "asyncio.Future[None]":
-    """An awaitable done on the loop's next turn (what asyncio.sleep(0) gives, without a coroutine)."""
+    """An awaitable done on the loop's next turn, behind the timers already due (a ticker that
+    waited for this task runs first; asyncio.sleep(0) would come back before them)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
-    loop.call_soon(_settle_none, future)
+    loop.call_at(loop.time(), _settle_none, future)
     return future
 
 
@@ -430,8 +435,6 @@ class AioSocket:
         self._sock = sock
         self._loop = loop
         self._timeout: float | None = None
-        #: when the task reading this socket last gave the loop a turn (see _take_turns)
-        self._turn_at = loop.time()
         #: the readiness futures tasks wait on (woken with an error when the socket closes)
         self._waiting: list[asyncio.Future[None]] = []
 
@@ -492,7 +495,6 @@ class AioSocket:
         except asyncio.TimeoutError:
             raise _socket.timeout("timed out") from None
         finally:
-            self._turn_at = loop.time()
             if ready in self._waiting:
                 self._waiting.remove(ready)
             if self._sock.fileno() >= 0:
@@ -500,13 +502,11 @@ class AioSocket:
 
     def _take_turns(self) -> None:
         """A reader that always finds data never waits, and so would keep the loop for as long as
-        the peer keeps sending (and the messages' handlers with it): after SLICE seconds without a
-        wait, it lets the loop's other callbacks and tasks run once before it reads on."""
-        now = self._loop.time()
-        if now - self._turn_at >= SLICE:
-            if isinstance(greenlet.getcurrent(), _TaskGreenlet):
-                await_only(_one_turn)
-            self._turn_at = self._loop.time()
+        the peer keeps sending (and the messages' handlers with it): it gives the loop its turns
+        (AsyncioBackend.pause_point) before each read."""
+        current = greenlet.getcurrent()
+        if isinstance(current, _TaskGreenlet):
+            current.backend.pause_point()
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         self._take_turns()
@@ -561,13 +561,14 @@ class AsyncioBackend(Backend):
     #: Smaller reads than the other backends': one read's messages are decoded and handled by the
     #: reading task without a turn of the loop in between, and 64 KiB of small messages take about
     #: a millisecond (the loop's other work waits no longer; see SLICE).
-    read_size = 64 * 1024
+    read_size = 16 * 1024
     #: Caller reads save a hand-off to the reading task only where waiting is a thread's or a
     #: greenlet's; here every wait is an await on the loop, and the reading task's read is as cheap.
     callers_may_read = False
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.turn_at = 0.0  # see pause_point
         self._thread = threading.get_ident()  # (the loop's thread: made from a coroutine running on it)
 
     def __repr__(self) -> str:
@@ -681,6 +682,11 @@ class AsyncioBackend(Backend):
 
     def may_wait(self) -> bool:
         return isinstance(greenlet.getcurrent(), _TaskGreenlet)
+
+    def pause_point(self) -> None:
+        # (turn_at: when the running task last got the loop back from an await: _drive_on)
+        if self.loop.time() - self.turn_at >= SLICE and isinstance(greenlet.getcurrent(), _TaskGreenlet):
+            await_only(_one_turn)
 
     def at_turn_end(self, fn: Callable[..., Any], *args: Any) -> bool:
         self.loop.call_soon(fn, *args)

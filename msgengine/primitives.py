@@ -252,6 +252,11 @@ class Backend:
         the asyncio backend's loop outside its tasks, where a wait would freeze the loop."""
         return True
 
+    def pause_point(self) -> None:
+        """A long stretch of work may let the backend's other work run here: on the asyncio
+        backend, a task that has kept the loop for SLICE seconds gives it a turn (elsewhere,
+        where tasks are preempted or the work is the hub's to share, nothing)."""
+
     def spawn_eager(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run fn(*args) as a task that starts at once, in place: on the asyncio backend it runs
         here until it first waits and goes on as a task of the loop from there (for a caller that

@@ -508,10 +508,12 @@ class Reader(metaclass=client.ClientMeta):
         handle = self._handle
         closing = self._closing.is_set
         flush_at = monotonic() + ACK_FLUSH_INTERVAL
+        pause_point = self.backend.pause_point  # (on the loop: a long batch gives the loop its turns)
         try:
             for message in messages:
                 if closing():
                     break
+                pause_point()
                 if handle(message):
                     message.mark_finished()
                     finished.append(message.id)

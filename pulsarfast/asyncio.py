@@ -135,7 +135,7 @@ class _Turns:
     of them would hold it for as long as messages keep coming. After SLICE seconds without one,
     ``take_turn`` gives the loop one."""
 
-    SLICE = 0.001
+    SLICE = 0.0005
 
     def __init__(self) -> None:
         self._since = 0.0
