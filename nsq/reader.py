@@ -508,12 +508,14 @@ class Reader(metaclass=client.ClientMeta):
         handle = self._handle
         closing = self._closing.is_set
         flush_at = monotonic() + ACK_FLUSH_INTERVAL
-        pause_point = self.backend.pause_point  # (on the loop: a long batch gives the loop its turns)
+        # (on the loop's backend a long batch gives the loop its turns; elsewhere, no call per message)
+        pause_point = self.backend.pause_point if self.backend.name == "asyncio" else None
         try:
             for message in messages:
                 if closing():
                     break
-                pause_point()
+                if pause_point is not None:
+                    pause_point()
                 if handle(message):
                     message.mark_finished()
                     finished.append(message.id)

@@ -145,8 +145,16 @@ class _Turns:
         now = loop.time()
         if now - self._since >= self.SLICE:
             if self._since:
-                await asyncio.sleep(0)
+                # (behind the timers already due, which asyncio.sleep(0) would come back before)
+                turn = loop.create_future()
+                loop.call_at(now, _settle, turn)
+                await turn
             self._since = loop.time()
+
+
+def _settle(future: "asyncio.Future[None]") -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _check_seek_target(messageid: Any) -> None:

@@ -15,6 +15,7 @@ import math
 import ssl
 import sys
 import time
+from typing import Any
 
 now = time.perf_counter
 
@@ -162,3 +163,34 @@ class Ticker:
         return {"ticker_ticks": len(lags), "ticker_p50_ms": round(lags[len(lags) // 2] * 1000, 2),
                 "ticker_p99_ms": round(lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000, 2),
                 "ticker_max_ms": round(lags[-1] * 1000, 2)}
+
+
+class Tally:
+    """What a consume workload's handler records: messages seen, bodies of the wrong size, the
+    time of the first and of the last; and the ticker's window (from the first message to the
+    last), when the workload runs one."""
+
+    def __init__(self, count: int, size: int, ticker: "Ticker | None" = None) -> None:
+        self.count, self.size, self.ticker = count, size, ticker
+        self.n = self.bad = 0
+        self.start = self.end = 0.0
+
+    def seen(self, message: Any) -> bool:
+        """Count one message; True when it is the last one the workload waits for."""
+        self.n += 1
+        if self.n == 1:
+            self.start = now()
+            if self.ticker is not None:
+                self.ticker.counting = True
+        if len(message.body) != self.size:
+            self.bad += 1
+        if self.n != self.count:
+            return False
+        self.end = now()
+        if self.ticker is not None:
+            self.ticker.running = False
+        return True
+
+    def result(self) -> dict:
+        summary = self.ticker.summary() if self.ticker is not None else {}
+        return dict(summary, count=self.n, seconds=self.end - self.start, errors=self.bad)

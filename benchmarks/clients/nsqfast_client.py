@@ -39,20 +39,11 @@ def conn_options(args) -> dict:
 
 
 def consume(args) -> dict:
-    count = args.count
-    size = args.size
-    state = {"n": 0, "bad": 0, "start": 0.0, "end": 0.0}
+    tally = _common.Tally(args.count, args.size)
     reader: nsq.Reader
 
     def handler(message) -> bool:
-        n = state["n"] + 1
-        state["n"] = n
-        if n == 1:
-            state["start"] = now()
-        if len(message.body) != size:
-            state["bad"] += 1
-        if n == count:
-            state["end"] = now()
+        if tally.seen(message):
             reader.close()  # from inside the handler: completes after we return
         return True
 
@@ -65,7 +56,7 @@ def consume(args) -> dict:
         **conn_options(args),
     )
     reader.run()
-    return {"count": state["n"], "seconds": state["end"] - state["start"], "errors": state["bad"]}
+    return tally.result()
 
 
 def spawn_all(args, fn, shares: list[int]) -> None:
@@ -188,25 +179,14 @@ def feed(args) -> dict:
 async def aio_consume(args) -> dict:
     import asyncio
 
-    count = args.count
-    size = args.size
-    state = {"n": 0, "bad": 0, "start": 0.0, "end": 0.0}
     done = asyncio.Event()
     ticker = _common.Ticker()
+    tally = _common.Tally(args.count, args.size, ticker)
 
     def handler(message) -> bool:
-        n = state["n"] + 1
-        state["n"] = n
-        if n == 1:
-            state["start"] = now()
-            ticker.counting = True  # (the lag while consuming: from the first message on)
-        if len(message.body) != size:
-            state["bad"] += 1
-        if n == count:
-            state["end"] = now()
+        if tally.seen(message):
             reader.close()  # from inside the handler: completes after we return
             done.set()
-            ticker.running = False
         return True
 
     ticking = asyncio.ensure_future(ticker.run())
@@ -216,8 +196,7 @@ async def aio_consume(args) -> dict:
     await ticking
     while not reader.is_closed():
         await asyncio.sleep(0.005)
-    return dict(ticker.summary(), count=state["n"], seconds=state["end"] - state["start"], errors=state["bad"],
-                clients_backend=reader.backend.name)
+    return dict(tally.result(), clients_backend=reader.backend.name)
 
 
 async def aio_publish(args) -> dict:

@@ -29,10 +29,8 @@ conn_options = _common.conn_options
 
 
 def consume(args, loop) -> dict:
-    count = args.count
-    size = args.size
-    state = {"n": 0, "bad": 0, "start": 0.0, "end": 0.0}
     ticker = _common.Ticker()
+    tally = _common.Tally(args.count, args.size, ticker)
 
     def stop_when_flushed() -> None:
         # The FIN of the last message is written by the IOStream; stop once
@@ -44,16 +42,7 @@ def consume(args, loop) -> dict:
         loop.stop()
 
     def handler(message) -> bool:
-        n = state["n"] + 1
-        state["n"] = n
-        if n == 1:
-            state["start"] = now()
-            ticker.counting = True  # (the lag while consuming: from the first message on)
-        if len(message.body) != size:
-            state["bad"] += 1
-        if n == count:
-            state["end"] = now()
-            ticker.running = False
+        if tally.seen(message):
             loop.add_callback(stop_when_flushed)
         return True
 
@@ -68,7 +57,7 @@ def consume(args, loop) -> dict:
     # spawn_callback: run as a task of the (asyncio) loop once it starts, as the Reader's own work is
     loop.spawn_callback(ticker.run)
     loop.start()
-    return dict(ticker.summary(), count=state["n"], seconds=state["end"] - state["start"], errors=state["bad"])
+    return tally.result()
 
 
 def publish(args, loop) -> dict:
