@@ -558,9 +558,9 @@ class AsyncioBackend(Backend):
     """The primitives of one running event loop; see the module docstring."""
 
     name = "asyncio"
-    #: Smaller reads than the other backends': one read's messages are decoded and handled by the
-    #: reading task without a turn of the loop in between, and 64 KiB of small messages take about
-    #: a millisecond (the loop's other work waits no longer; see SLICE).
+    #: Smaller reads than the other backends': one read's messages are decoded at once by the
+    #: reading task, and 16 KiB of small messages (more once decompressed) take a fraction of a
+    #: millisecond, so the loop's other work waits little longer than SLICE.
     read_size = 16 * 1024
     #: Caller reads save a hand-off to the reading task only where waiting is a thread's or a
     #: greenlet's; here every wait is an await on the loop, and the reading task's read is as cheap.
