@@ -4,6 +4,8 @@ One real Pulsar 4.0.7 standalone broker (tests/support/pulsar_broker.py, normal 
 tests' C1-only settings), then for each client, in its own subprocess, on fresh topics:
 
   produce   N 100-byte messages with send_async() + flush()            (timed: first send .. flush returns)
+  fire      N more with send_async(body, None) + flush(): fire-and-forget, no Python callback per
+            message (issue 35's row; the broker's msgInCounter is checked)
   consume   N messages from a Shared subscription (Earliest), receive() + acknowledge() one by one
             (timed: first receive .. last ack). Every client drains a backlog of the same shape,
             written just before its run by the same filler (pulsarfast threads, the client's batching
@@ -96,7 +98,7 @@ CLIENTS = {
     "official-batching": {"lib": "official", "backend": None, "batching": True,
                           "label": "official 3.13 (batching on)"},
 }
-WORKLOADS = ("produce", "consume", "send", "ticker")
+WORKLOADS = ("produce", "fire", "consume", "send", "ticker")
 #: the clients whose process runs the gevent ticker workload (a gevent program's view of the client)
 TICKER_CLIENTS = ("pulsarfast-gevent", "official")
 TICK_SECONDS = 0.1
@@ -107,6 +109,11 @@ TARGETS = (
      ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.0),
     ("consume, receive + acknowledge (batched backlog)", "consume",
      ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.5),
+    # issue 35: fire-and-forget produce, batching on and off
+    ("fire-and-forget produce (send_async without a callback), batching on", "fire",
+     ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.5),
+    ("fire-and-forget produce (send_async without a callback), batching off", "fire",
+     ("pulsarfast-gevent", "pulsarfast-threads"), "official", 1.5),
 )
 PAYLOAD_SIZE = 100
 SUBSCRIPTION = "bench"
@@ -319,6 +326,17 @@ def child_main(cfg: dict) -> dict:
                 consumer.close()  # (the official client sends its grouped acks here)
                 out["workloads"]["consume"] = result
 
+        if "fire" in cfg["workloads"]:  # fire-and-forget: no callback, nothing per message in Python
+            bodies = payloads(n, b"f")
+            producer = client.create_producer(cfg["topic_fire"], **producer_args)
+            send_async = producer.send_async
+            meter.start("fire")
+            for body in bodies:
+                send_async(body, None)
+            producer.flush()
+            out["workloads"]["fire"] = meter.stop(n)
+            producer.close()
+
         if "ticker" in cfg["workloads"]:
             out["workloads"]["ticker"] = ticker_workload(pulsar, client, cfg["topic_ticker"])
 
@@ -445,6 +463,10 @@ def check_run(broker, cfg: dict, result: dict) -> None:
             fails.append(f"{r['callbacks_ok']} Ok callbacks of {n} ({r['callbacks_err']} errors, "
                          f"first {r['first_error']})")
         r["checks"] = fails
+    if "fire" in w:
+        count = broker.topic_stats(cfg["topic_fire"])["msgInCounter"]
+        w["fire"]["broker_msgInCounter"] = count
+        w["fire"]["checks"] = [] if count == n else [f"fire-and-forget: broker msgInCounter {count} != {n}"]
     if "consume" in w:
         fails = []
         r = w["consume"]
@@ -553,16 +575,16 @@ def markdown(rows: list, meta: dict) -> str:
         f"{100 * meta['warmup_jit_share'][-1] if meta.get('warmup_jit_share') else float('nan'):.0f}% of a core; "
         f"{meta['started']}.",
         "",
-        "| client | produce msgs/s (client / broker CPU µs per msg) | consume msgs/s (client / broker) "
-        "| blocking send msgs/s | runs | check |",
-        "|---|---:|---:|---:|---|---|",
+        "| client | produce msgs/s (client / broker CPU µs per msg) | fire-and-forget produce msgs/s (client / "
+        "broker) | consume msgs/s (client / broker) | blocking send msgs/s | runs | check |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
     for name in meta["clients"]:
         cells = []
         label = CLIENTS[name]["label"]
         runs = []
         fails = []
-        for workload in ("produce", "consume", "send"):
+        for workload in ("produce", "fire", "consume", "send"):
             row = _row(rows, name, workload)
             if row is None:
                 cells.append("")
@@ -602,7 +624,10 @@ def markdown(rows: list, meta: dict) -> str:
             result = "PASS" if t["pass"] else ("**FAIL** (counts)" if not t["checks_ok"] else "**FAIL**")
             lines.append(f"| {t['what']} ≥ {t['goal']:g}× official | {t['label']} | "
                          f"{fmt(t['ratio'], '.2f')}× | {result} |")
-    lines += ["", "CPU: utime+stime of the client process (all its threads) and of the broker JVM over the timed "
+    lines += ["", "Produce: `send_async(body, callback)` with a callback counting the outcomes, then `flush()`; "
+              "fire-and-forget produce: `send_async(body, None)`, then `flush()` (a program that only needs "
+              "`flush()` to tell it everything landed).",
+              "", "CPU: utime+stime of the client process (all its threads) and of the broker JVM over the timed "
               "part, per message. Counts checked in every run: the broker's msgInCounter, every callback Ok, every "
               "payload received once, the subscription's backlog 0 after the consumer closed."]
     return "\n".join(lines)
@@ -696,7 +721,7 @@ def main() -> int:
                 "service_url": broker.service_url, "web_url": broker.web_url, "broker_pid": broker.pid,
                 "messages": args.messages, "send_messages": args.send_messages,
                 "topic_produce": f"pq-{name}-{tag}-{uid}-p", "topic_send": f"pq-{name}-{tag}-{uid}-s",
-                "topic_ticker": f"pq-{name}-{tag}-{uid}-t",
+                "topic_ticker": f"pq-{name}-{tag}-{uid}-t", "topic_fire": f"pq-{name}-{tag}-{uid}-f",
                 "workloads": list(workloads), "receiver_queue_size": args.receiver_queue_size,
             }
 

@@ -261,6 +261,8 @@ class PartitionProducer:
         self._batch_timer: Any = None
         #: an early send of the open batch is due at the end of the loop's turn (see _add_to_batch_locked)
         self._early_due = False
+        #: frames of sends nobody waits on are queued on the connection, to be written by the next receipt
+        self._flush_owed = False
         self.closed = False
         #: the broker's word that no send can succeed again, TopicTerminated or ProducerFenced, and its
         #: text (None: none yet): later sends fail at once with it, and the producer is not re-created
@@ -419,6 +421,7 @@ class PartitionProducer:
                     self._failed += 1
                     raise self._ended_error()
                 if self._waiting_messages < self.max_pending:
+                    in_flight = bool(self._pending)  # (frames before this message's: written, or owed a flush)
                     if sequence_id is None:
                         sequence_id = self._next_sequence_id
                     self._next_sequence_id = sequence_id + 1
@@ -452,6 +455,12 @@ class PartitionProducer:
                             self._pending.append(send)
                             frames.append(frame)
                     link = self._queue_locked(frames)
+                    if link is not None and in_flight and not wait:
+                        # A send that nobody waits on, behind frames waiting for their receipts:
+                        # the next receipt writes it, with whatever else joined it meanwhile (one
+                        # write for many frames, as the broker's answers clock them out).
+                        self._flush_owed = True
+                        link = None
                     break
                 if not settings.block_if_queue_full:
                     raise ProducerQueueIsFull("%d messages are waiting for the broker" % self._waiting_messages)
@@ -609,11 +618,14 @@ class PartitionProducer:
                 self._sent += count
                 self.last_sequence_id = send.members[-1].sequence_id if send.members else sequence_id
                 waiters, token = self._finishing_locked([send])
+                owed, self._flush_owed = self._flush_owed, False
         if out_of_order:
             logger.error("[%s] receipt for sequence id %d while %d is the oldest waiting: reconnecting",
                          self.topic, sequence_id, head)
             link.conn.close(NotConnected("receipts out of order"))
             return
+        if owed:
+            link.conn.flush()  # (the frames sends left queued behind this one: see send)
         self._wake(waiters)
         self._finish(token, [send], mid, None)
         if self._open and not self._pending:  # (what joined the batch while the last one was on its way)

@@ -130,6 +130,22 @@ def test_send_async_without_a_callback_is_sent_and_flush_waits_for_it(client, pu
     producer.close()
 
 
+def test_sends_async_behind_others_are_written_by_their_receipts_without_a_flush(client, pulsar_topic, backend):
+    """send_async() behind frames still waiting for their receipts leaves its frame queued, to be
+    written as the receipts come in (many frames, one write): every one is written, and answered,
+    though the program never calls flush()."""
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(pulsar_topic, block_if_queue_full=True)
+    answers = []
+    bodies = bodies_of(b"q", 500)
+    for body in bodies:
+        producer.send_async(body, lambda result, _id: answers.append(result))
+    assert wait_for(lambda: len(answers) == len(bodies), backend, timeout=20)
+    assert set(answers) == {pulsar.Result.Ok}
+    assert sorted(consumer.receive(RECEIVE_MS).data() for _ in bodies) == sorted(bodies)
+    producer.close()
+
+
 def sent_flow_permits(stream: bytes) -> list:
     """The messagePermits of every FLOW command in what a client sent, in order."""
     permits = []
