@@ -49,8 +49,8 @@ from .primitives import Backend, Task, Timer, spent, timer_delay
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AsyncioBackend", "AioSocket", "BlockingCallError", "await_only", "backend_for_loop",
-           "backend_for_running_loop", "run_sync"]
+__all__ = ["SLICE", "AsyncioBackend", "AioSocket", "BlockingCallError", "await_only", "backend_for_loop",
+           "backend_for_running_loop", "next_turn", "run_sync"]
 
 
 class BlockingCallError(EngineError, RuntimeError):
@@ -412,9 +412,10 @@ class _Queue:
 SLICE = 0.0005
 
 
-def _one_turn() -> "asyncio.Future[None]":
+def next_turn() -> "asyncio.Future[None]":
     """An awaitable done on the loop's next turn, behind the timers already due (a ticker that
-    waited for this task runs first; asyncio.sleep(0) would come back before them)."""
+    waited for this task runs first; asyncio.sleep(0) would come back before them). For a task
+    greenlet (await_only) or a coroutine that gives the loop a turn in a long stretch of work."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     loop.call_at(loop.time(), _settle_none, future)
@@ -686,7 +687,7 @@ class AsyncioBackend(Backend):
     def pause_point(self) -> None:
         # (turn_at: when the running task last got the loop back from an await: _drive_on)
         if self.loop.time() - self.turn_at >= SLICE and isinstance(greenlet.getcurrent(), _TaskGreenlet):
-            await_only(_one_turn)
+            await_only(next_turn)
 
     def at_turn_end(self, fn: Callable[..., Any], *args: Any) -> bool:
         self.loop.call_soon(fn, *args)

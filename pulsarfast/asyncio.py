@@ -26,7 +26,7 @@ import re
 from datetime import timedelta
 from typing import Any, Awaitable, Callable, List, NoReturn, Union
 
-from msgengine.aio import run_sync
+from msgengine.aio import SLICE, next_turn, run_sync
 
 from .aiotake import Takes
 from .client import Client as _SyncClient
@@ -132,10 +132,8 @@ def _settle_send(sent: "asyncio.Future[MessageId]", result: Result, message_id: 
 
 class _Turns:
     """Awaits that return at once (a message already here) never give the loop a turn: a loop
-    of them would hold it for as long as messages keep coming. After SLICE seconds without one,
-    ``take_turn`` gives the loop one."""
-
-    SLICE = 0.0005
+    of them would hold it for as long as messages keep coming. After the backend's SLICE seconds
+    without one, ``take_turn`` gives the loop one (behind the timers already due: next_turn)."""
 
     def __init__(self) -> None:
         self._since = 0.0
@@ -143,18 +141,10 @@ class _Turns:
     async def take_turn(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if now - self._since >= self.SLICE:
+        if now - self._since >= SLICE:
             if self._since:
-                # (behind the timers already due, which asyncio.sleep(0) would come back before)
-                turn = loop.create_future()
-                loop.call_at(now, _settle, turn)
-                await turn
+                await next_turn()
             self._since = loop.time()
-
-
-def _settle(future: "asyncio.Future[None]") -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _check_seek_target(messageid: Any) -> None:
