@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq pulsar wheel lint test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar wheel wheels test-pythons lint test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx msgengine/_buffer.pxd Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -33,15 +33,27 @@ $(PULSAR_STAMP):
 
 pulsar: $(PULSAR_STAMP)
 
-# A manylinux wheel (both compiled codecs inside, repaired by auditwheel) and an sdist
-# in dist/. The wheel is built from the sdist, which shows the sdist is complete;
-# tests/packaging/test_packaging.py installs the wheel into a fresh venv without a compiler.
-wheel: install
-	rm -rf dist build/wheel
-	$(PY) -m build --outdir build/wheel .
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair --wheel-dir dist build/wheel/*.whl
-	cp build/wheel/*.tar.gz dist/
-	@echo "built:"; ls -1 dist
+# Manylinux wheels for every supported CPython found (3.10 to 3.13: ci/pythons.sh finds them as
+# a CI runner would, PYTHONS overrides; a missing one is named, not skipped silently), each with
+# both compiled codecs inside and repaired by auditwheel, and the sdist they were built from, in
+# dist/. tests/packaging/test_packaging.py installs each wheel into a fresh venv of its Python
+# without a compiler. `make wheel` is the same.
+PYTHONS ?=
+WHEEL_SOURCES := pyproject.toml setup.py README.md ci/pythons.sh $(wildcard nsq/*.py nsq/*/*.py nsq/*.pyx msgengine/*.py msgengine/*/*.py msgengine/*.pxd pulsarfast/*.py pulsarfast/*/*.py pulsarfast/*.pyx)
+WHEELS_STAMP := dist/.wheels-stamp
+$(WHEELS_STAMP): $(STAMP) $(WHEEL_SOURCES)
+	PY=$(CURDIR)/$(PY) PYTHONS="$(PYTHONS)" bash ci/pythons.sh wheels
+	touch $(WHEELS_STAMP)
+
+wheels: $(WHEELS_STAMP)
+
+wheel: wheels
+
+# The server-less tests and the integration tests marked `pythons` (a round trip per backend per
+# protocol, the tornado and asyncio loop programs, the official Pulsar client beside ours) on each
+# Python's own wheel, installed into a fresh venv with binary packages only. CI runs it after `make test`.
+test-pythons: wheels nsq pulsar
+	PY=$(CURDIR)/$(PY) PYTHONS="$(PYTHONS)" TEST_WORKERS=$(TEST_WORKERS) bash ci/pythons.sh test
 
 # mypy over msgengine, nsq and pulsarfast (settings in pyproject.toml's [tool.mypy]): 0 errors.
 lint: install
@@ -53,7 +65,7 @@ lint: install
 # session, the modules with brokers of their own) carry an xdist_group mark (--dist loadgroup).
 TEST_WORKERS ?= 6
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
-test: install nsq pulsar wheel
+test: install nsq pulsar wheels
 	NSQ_REQUIRE_COMPILED=1 NSQ_REQUIRE_SPARK=1 NSQ_REQUIRE_WHEEL=1 $(PY) -m pytest -q $(PYTEST_PARALLEL)
 	NSQ_PURE_PYTHON=1 $(PY) -m pytest -q $(PYTEST_PARALLEL) -m pure
 

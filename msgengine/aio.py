@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import errno
 import functools
 import logging
@@ -674,7 +675,7 @@ class AsyncioBackend(Backend):
         future = asyncio.run_coroutine_threadsafe(_drive(self, fn, (), {}), self.loop)
         try:
             return future.result(timeout)
-        except TimeoutError:
+        except concurrent.futures.TimeoutError:  # (TimeoutError itself from 3.11 on)
             future.cancel()
             raise CallTimeoutError("the event loop did not run %r within %ss" % (fn, timeout)) from None
 

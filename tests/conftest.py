@@ -240,6 +240,22 @@ def _install_sigterm_cleanup():
     return restore
 
 
+def _check_tested_install() -> None:
+    """Under `make test-pythons` (ci/pythons.sh), the packages must come from the wheel installed in
+    that Python's venv, not from a checkout: stop the run at once if they do not."""
+    venv = os.environ.get("NSQFAST_TESTS_FROM_WHEEL")
+    if not venv:
+        return
+    import msgengine
+    import nsq
+    import pulsarfast
+
+    for package in (nsq, msgengine, pulsarfast):
+        if not os.path.realpath(package.__file__).startswith(os.path.realpath(venv) + os.sep):
+            pytest.exit("%s was imported from %s, not from the wheel installed in %s"
+                        % (package.__name__, package.__file__, venv), returncode=4)
+
+
 def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -257,6 +273,7 @@ def pytest_configure(config):
         # (what -n alone gives): the xdist_group marks must hold whatever the command line, or each
         # worker would start the Spark session or a module's broker of its own
         config.option.dist = "loadgroup"
+    _check_tested_install()
     if run_dir() is not None:
         return  # (a worker, or a pytest run inside a test run: the outer run serves)
     directory = tempfile.mkdtemp(prefix="nsqfast-tests-")

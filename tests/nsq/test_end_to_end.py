@@ -18,6 +18,7 @@ def test_codec_implementation_matches_environment():
         assert nsq.codec.IMPLEMENTATION == "cython"
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 @pytest.mark.timeout(60)
 def test_publish_then_consume_every_message_once(nsqd, topic, backend):
     count = 2000
@@ -79,6 +80,7 @@ print(len(seen))
 """
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 @pytest.mark.timeout(90)
 def test_program_under_gevent_monkey_patching_publishes_and_consumes(nsqd, topic):
     """The usual gevent program: patch_all() first, backend "auto", answers from other greenlets."""

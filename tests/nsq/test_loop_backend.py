@@ -40,6 +40,7 @@ def assert_all_finished(nsqd, topic):
     assert nsqd.message_count(topic) == COUNT
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 def test_clients_made_in_a_coroutine_run_on_the_loop_and_close_from_it(nsqd, topic):
     result, _ = run_program(nsqd, topic, "coroutine")
     assert result["backends"] == ["asyncio"]

@@ -22,6 +22,7 @@ from tests.support.waiting import wait_for
 PROGRAM = os.path.join(PROGRAMS_DIR, "loop_program.py")
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 @pytest.mark.parametrize("flavour", ["tornado", "asyncio"])
 def test_user_code_runs_on_the_programs_loop_and_publishing_does_not_block_it(nsqd, topic, flavour):
     env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -198,6 +198,7 @@ def test_plain_client_against_tls_required(tls_nsqd, backend, topic):
 # ----------------------------------------------------------------------------- Writer -> nsqd -> Reader
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 def test_writer_and_reader_over_tls(tls_nsqd, pki, backend, topic):
     options = {"tls_v1": True, "tls_options": {"ca_certs": pki.ca_cert}, "backend": backend}
     bodies = [b"tls message %d" % i for i in range(50)] + [os.urandom(200_000)]

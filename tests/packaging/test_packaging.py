@@ -1,7 +1,8 @@
-"""What a user gets from `pip install`: the manylinux wheel `make wheel` leaves in
-dist/, installed into a fresh venv with no Cython and no compiler on PATH, runs the
-compiled codecs and a publish/consume round trip against a real nsqd; and an install
-without the compiled modules says so once through logging.
+"""What a user gets from `pip install`: each manylinux wheel `make wheels` leaves in dist/ (one per
+supported CPython), installed into a fresh venv of its Python with no Cython and no compiler on
+PATH, runs the compiled codecs and publish/consume round trips on real nsqd and the real Pulsar
+broker, on gevent and on threads; and an install without the compiled modules says so once
+through logging.
 """
 from __future__ import annotations
 
@@ -10,22 +11,44 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import uuid
 from pathlib import Path
 
 import pytest
+
+import msgengine
+import nsq
+import pulsarfast
 
 REPO = Path(__file__).resolve().parent.parent.parent
 DIST = REPO / "dist"
 
 
-def _built_wheel() -> Path:
-    wheels = sorted(DIST.glob("nsqfast-*-manylinux*_x86_64.whl")) if DIST.is_dir() else []
+#: the CPython versions a wheel is built for (`make wheels`, ci/pythons.sh)
+PYTHON_VERSIONS = ("3.10", "3.11", "3.12", "3.13")
+
+
+def _interpreters() -> dict[str, str]:
+    """{version: interpreter} as `make wheels` finds them (ci/pythons.sh find: PYTHONS, or pyenv's
+    versions, or pythonX.Y on PATH)."""
+    found = subprocess.run(["bash", str(REPO / "ci" / "pythons.sh"), "find"], capture_output=True,
+                           text=True, timeout=60, check=True)
+    return dict(line.split(" ", 1) for line in found.stdout.splitlines())
+
+
+def _built_wheel(version: str) -> tuple[Path, str]:
+    """The manylinux wheel of one Python in dist/, and that Python."""
+    python = _interpreters().get(version)
+    if python is None:
+        pytest.skip("no Python %s on this machine (ci/pythons.sh find): no wheel is built for it" % version)
+    tag = "cp" + version.replace(".", "")
+    wheels = sorted(DIST.glob("nsqfast-*-%s-%s-manylinux*_x86_64.whl" % (tag, tag))) if DIST.is_dir() else []
     if not wheels:
-        message = "no manylinux wheel in dist/: run `make wheel`"
+        message = "no %s manylinux wheel in dist/: run `make wheels`" % tag
         if os.environ.get("NSQ_REQUIRE_WHEEL") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    return wheels[-1]
+    return wheels[-1], python
 
 
 def _bare_env(bin_dir: Path) -> dict[str, str]:
@@ -38,37 +61,57 @@ def _bare_env(bin_dir: Path) -> dict[str, str]:
     return env
 
 
+# Both protocols on both blocking-style backends, from the installed wheel: NSQ's MPUB and a Reader
+# of every message, Pulsar's send and receive + acknowledge.
 ROUND_TRIP = r"""
 import sys
-import nsq, nsq.codec, pulsarfast.wire
+import nsq, nsq.codec, pulsarfast, pulsarfast.wire
 from msgengine.runtime import get_backend
 
 print("nsq", nsq.__file__)
 print("codecs", nsq.codec.IMPLEMENTATION, pulsarfast.wire.IMPLEMENTATION)
-address, topic = sys.argv[1], sys.argv[2]
-bodies = [b"wheel-%d" % i for i in range(500)]
-with nsq.Writer([address]) as writer:
-    assert writer.mpub(topic, bodies) == b"OK"
-seen = []
+address, topic, service_url, pulsar_topic = sys.argv[1:5]
+for backend in ("gevent", "threads"):
+    bodies = [b"wheel-%s-%d" % (backend.encode(), i) for i in range(500)]
+    nsq_topic = topic + "_" + backend  # (a channel made later would not get the first one's messages)
+    with nsq.Writer([address], backend=backend) as writer:
+        assert writer.mpub(nsq_topic, bodies) == b"OK"
+    seen = []
 
-def handler(message):
-    seen.append(message.body)
-    if len(seen) == len(bodies):
-        reader.close()
-    return True
+    def handler(message):
+        seen.append(message.body)
+        if len(seen) == len(bodies):
+            reader.close()
+        return True
 
-reader = nsq.Reader(topic, "wheel", handler, nsqd_tcp_addresses=[address], max_in_flight=100)
-get_backend("auto").spawn(reader.run).join(60)
-print("received", len(seen), sorted(seen) == sorted(bodies))
+    reader = nsq.Reader(nsq_topic, backend, handler, nsqd_tcp_addresses=[address], max_in_flight=100,
+                        backend=backend)
+    get_backend(backend).spawn(reader.run).join(60)
+    print("nsq", backend, len(seen), sorted(seen) == sorted(bodies))
+
+    client = pulsarfast.Client(service_url, backend=backend, operation_timeout_seconds=30)
+    consumer = client.subscribe(pulsar_topic + "_" + backend, "wheel")
+    producer = client.create_producer(pulsar_topic + "_" + backend)
+    sent = [b"pulsar-%s-%d" % (backend.encode(), i) for i in range(200)]
+    for body in sent:
+        producer.send(body)
+    got = []
+    for _ in sent:
+        message = consumer.receive(30000)
+        got.append(message.data())
+        consumer.acknowledge(message)
+    client.close()
+    print("pulsar", backend, len(got), got == sent)
 """
 
 
-@pytest.mark.slow  # (a fresh venv, the wheel and its dependencies installed into it)
+@pytest.mark.slow  # (a fresh venv of that Python, the wheel and its dependencies installed into it)
 @pytest.mark.timeout(600)
-def test_wheel_installs_without_compiler_and_runs_compiled(tmp_path, nsqd, topic):
-    wheel = _built_wheel()
+@pytest.mark.parametrize("version", PYTHON_VERSIONS)
+def test_wheel_installs_without_compiler_and_runs_compiled(tmp_path, nsqd, pulsar_broker, pulsar_topic, version):
+    wheel, python = _built_wheel(version)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
     bin_dir = venv / "bin"
     env = _bare_env(bin_dir)
     assert shutil.which("gcc", path=env["PATH"]) is None and shutil.which("cc", path=env["PATH"]) is None
@@ -80,16 +123,24 @@ def test_wheel_installs_without_compiler_and_runs_compiled(tmp_path, nsqd, topic
     no_cython = subprocess.run([str(bin_dir / "python"), "-c", "import Cython"],
                                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert no_cython.returncode != 0 and "No module named 'Cython'" in no_cython.stderr
+    topic = "wheel_%s" % uuid.uuid4().hex[:8]
 
-    run = subprocess.run([str(bin_dir / "python"), "-c", ROUND_TRIP, nsqd.tcp_address, topic],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([str(bin_dir / "python"), "-c", ROUND_TRIP, nsqd.tcp_address, topic,
+                          pulsar_broker.service_url, pulsar_broker.topic_name(pulsar_topic)],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
-    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines())
-    assert lines["nsq"].startswith(str(venv)), "nsq was imported from %s, not the wheel" % lines["nsq"]
-    assert lines["codecs"] == "cython cython"
-    assert lines["received"] == "500 True"
+    lines = [line.split(" ") for line in run.stdout.splitlines()]
+    assert lines[0][0] == "nsq" and lines[0][1].startswith(str(venv)), \
+        "nsq was imported from %s, not the wheel" % lines[0][1]
+    assert lines[1] == ["codecs", "cython", "cython"]
+    assert lines[2:] == [["nsq", "gevent", "500", "True"], ["pulsar", "gevent", "200", "True"],
+                         ["nsq", "threads", "500", "True"], ["pulsar", "threads", "200", "True"]]
     assert "pure-Python codec" not in run.stderr
-    assert nsqd.channel_stats(topic, "wheel")["depth"] == 0
+    for backend in ("gevent", "threads"):
+        assert nsqd.channel_stats(topic + "_" + backend, backend)["depth"] == 0
+        stats = pulsar_broker.topic_stats(pulsar_topic + "_" + backend)
+        assert stats["msgInCounter"] == 200
+        assert stats["subscriptions"]["wheel"]["msgBacklog"] == 0
 
 
 def _without_compiled(destination: Path, **extra_env: str) -> tuple[list[str], dict[str, str]]:
@@ -98,8 +149,8 @@ def _without_compiled(destination: Path, **extra_env: str) -> tuple[list[str], d
     ``-S`` keeps site's .pth files (the editable install's finder among them) from
     finding the checkout's compiled modules; the dependencies come from PYTHONPATH.
     """
-    for package in ("nsq", "msgengine", "pulsarfast"):
-        shutil.copytree(REPO / package, destination / package,
+    for package in (nsq, msgengine, pulsarfast):
+        shutil.copytree(Path(package.__file__).parent, destination / package.__name__,
                         ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
     env = {key: value for key, value in os.environ.items() if key not in ("NSQ_PURE_PYTHON", "PULSARFAST_PURE_PYTHON")}
     env["PYTHONPATH"] = os.pathsep.join([str(destination), sysconfig.get_paths()["purelib"]])
@@ -135,6 +186,8 @@ def test_pure_codec_chosen_on_purpose_does_not_warn(tmp_path):
 
 
 def test_every_package_of_the_source_tree_goes_into_the_wheel():
+    if not (REPO / "nsq").is_dir():
+        pytest.skip("no source tree here: the packages are installed from a wheel (make test-pythons)")
     import tomllib
 
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])

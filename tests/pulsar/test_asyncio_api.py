@@ -42,6 +42,7 @@ def modules():
 # ----------------------------------------------------------------------------- round trip
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 def test_produce_consume_round_trip(pulsar_broker, pulsar_topic):
     async def main():
         client = fast_asyncio.Client(pulsar_broker.service_url, operation_timeout_seconds=15)
@@ -108,6 +109,7 @@ async def docs_reader(pulsar_asyncio, package, url, topic, count):
     return received
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 @pytest.mark.parametrize("label,pulsar_asyncio,package", modules(), ids=["fast", "official"])
 def test_docs_examples_run_with_only_the_import_changed(pulsar_broker, pulsar_topic, label, pulsar_asyncio, package):
     topic = "%s_%s" % (pulsar_topic, label)

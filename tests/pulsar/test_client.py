@@ -36,6 +36,7 @@ def receive_all(consumer, count, timeout_ms=RECEIVE_MS):
 # ----------------------------------------------------------------------------- round trip
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 def test_round_trip_keeps_id_data_properties_key_and_timestamps(make_client, pulsar_topic):
     client = make_client()
     consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)

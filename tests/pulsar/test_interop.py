@@ -41,6 +41,7 @@ def _produce_with_official(broker, topic, count, batching):
     return {i: id_tuple(message_id) for i, message_id in enumerate(ids)}
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 @pytest.mark.parametrize("batching", [False, True], ids=["unbatched", "batched"])
 def test_official_messages_are_read_by_pulsarfast_and_acks_reach_the_broker(make_client, pulsar_broker, pulsar_topic,
                                                                            backend, batching):
@@ -113,6 +114,7 @@ def test_received_ids_serialize_like_the_official_ids(make_client, pulsar_broker
 # ----------------------------------------------------------------------------- pulsarfast -> official
 
 
+@pytest.mark.pythons  # (make test-pythons: on every supported Python)
 @pytest.mark.parametrize("partitions", [0, 3], ids=["plain", "3_partitions"])
 def test_pulsarfast_messages_are_read_by_the_official_client(make_client, pulsar_broker, pulsar_topic, backend,
                                                              partitions):
