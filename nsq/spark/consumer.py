@@ -84,6 +84,8 @@ class Consumer:
         self._next_touch = 0.0
         self._touch_timer: Timer | None = None
         self.cutoff_ns: int | None = None
+        #: when nsqd last sent us messages, or last got room to send them after having none (monotonic)
+        self.last_activity = time.monotonic()
         self.subscription = Subscription(
             config.topic,
             config.channel,
@@ -104,6 +106,7 @@ class Consumer:
         """Connect (the first attempt to each given nsqd before returning:
         none reachable is an error), and start polling and TOUCHing."""
         subscription = self.subscription
+        self.last_activity = time.monotonic()
         subscription.start(connect_now=True)
         if self.config.nsqd and not subscription.is_connected():
             errors = "; ".join("%s: %s" % (key, exc) for key, exc in sorted(subscription.connect_errors.items()))
@@ -132,6 +135,7 @@ class Consumer:
 
     def _on_messages(self, conn: Connection, messages: list[Message]) -> None:
         with self.cond:
+            self.last_activity = time.monotonic()
             self.received += len(messages)
             self.buffer.append((conn, messages))
             self._buffered += len(messages)
@@ -140,15 +144,17 @@ class Consumer:
     def buffered(self) -> int:
         return self._buffered
 
-    def wait_for_messages(self, timeout: float) -> bool:
-        """Block until an eligible message is buffered (True) or timeout passes."""
-        deadline = time.monotonic() + timeout
+    def wait_for_messages(self, timeout: float, idle: bool = False) -> bool:
+        """Block until an eligible message is buffered (True) or timeout passes.
+        With idle, the timeout runs from ``last_activity`` rather than from
+        now: the time nsqd has already had to send us something counts."""
+        start = time.monotonic()
         with self.cond:
             while True:
                 self._hold_back_late()
                 if self.buffer:
                     return True
-                remaining = deadline - time.monotonic()
+                remaining = (self.last_activity if idle else start) + timeout - time.monotonic()
                 if remaining <= 0:
                     return False
                 self.cond.wait(remaining)
@@ -247,6 +253,15 @@ class Consumer:
         with self.cond:
             return [chunk for chunk in self.chunks if chunk.start >= start and chunk.end <= end]
 
+    def _room(self) -> bool:
+        """Whether nsqd may send us a message now: some connection has RDY
+        above its messages in flight."""
+        for conn in list(self.subscription.conns.values()):
+            credit = conn.credit
+            if credit.credit > credit.in_flight and conn.is_connected():
+                return True
+        return False
+
     def finish_through(self, seq: int) -> int:
         """FIN every message of the chunks that end at or before seq: one
         write and one flow-control step per connection."""
@@ -255,6 +270,9 @@ class Consumer:
                 slabs: list[Slab] = []
                 while self.chunks and self.chunks[0].end <= seq:
                     slabs.extend(self.chunks.popleft().slabs)
+            # nsqd could not send anything while we had no room: the idle
+            # time of an availableNow run starts again once these FIN give it some
+            no_room = bool(slabs) and not self._room()
             done = 0
             for conn, ids in _by_conn(slabs).items():
                 if not conn.is_connected():
@@ -269,6 +287,9 @@ class Consumer:
                 done += len(ids)
             with self.cond:
                 self.finished += done
+                if no_room and done:
+                    self.last_activity = time.monotonic()
+                    self.cond.notify_all()
             return done
 
     def _requeue(self, slabs: list[Slab]) -> int:

@@ -19,6 +19,7 @@ import logging
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
@@ -222,12 +223,20 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows, max_bytes, min_rows = self._limits(limit)
         if max_rows is None:
             max_rows = consumer.half_budget()
+        finishing = None
         if committed is not None and consumer.buffered() < max_rows:
             # the next batch may wait to fill: it needs that room first
-            self._in_background(consumer.finish_through, committed)
+            finishing = self._in_background(consumer.finish_through, committed)
             committed = None
         if self._available_now:
-            consumer.wait_for_messages(self.config.available_now_idle)
+            if finishing is not None and not consumer.buffered():
+                # Those FIN may give nsqd the room it lacked, which starts the
+                # idle time again (Consumer.finish_through): let them go out first.
+                wait_for_futures([finishing], self.config.available_now_idle)
+            # The run ends once nsqd has had available_now_idle to send an
+            # eligible message and sent none, counting the time it already had
+            # (typically while Spark ran the last batch).
+            consumer.wait_for_messages(self.config.available_now_idle, idle=True)
         if consumer.buffered() and self.config.batch_wait:
             consumer.wait_to_fill(self.config.batch_wait, max_rows)
         chunk = None
