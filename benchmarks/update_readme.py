@@ -40,8 +40,15 @@ def spark_section(results_dir: str) -> str | None:
     ]
     cold = source.get("cold_query")
     if cold:
-        lines.append("| the same, as the first query of a fresh JVM (the warm-up run, %s messages) | %s msgs/s |"
+        lines.append("| the same, as the warm-up query (the JVM ran the sink before it; %s messages) | %s msgs/s |"
                      % (n(cold.get("messages", 0)), n(cold.get("messages_per_s", 0))))
+    fresh = source.get("cold_start")
+    if fresh:
+        lines.append("| **the first query of a fresh JVM** (its own process and session, nothing run before it), "
+                     "availableNow into `noop`, %s messages, `start()` to its end | **%s msgs/s** (%.2f of the "
+                     "Reader; session start %.1f s and `load()` %.1f s before it, not counted) |"
+                     % (n(fresh.get("messages", 0)), n(fresh.get("messages_per_s", 0)), fresh.get("ratio_to_reader", 0),
+                        fresh.get("session_start_s", 0), fresh.get("load_s", 0)))
     if reader:
         lines += [
             "| nsq.Reader (threads, max_in_flight %s) over the same backlog%s | %s msgs/s |"
@@ -65,8 +72,8 @@ def spark_section(results_dir: str) -> str | None:
     if "load_before" in data:
         lines += ["", "Load average before / after the run: %.2f / %.2f on %s CPUs. The source's rate runs from its "
                   "first micro-batch to the end of the batch holding the last message (%s msgs/s counting the "
-                  "query's start-up too), in a JVM warmed by a first query of the same shape (the row "
-                  "\"first query of a fresh JVM\"); the Reader's from its first message to its last. Details: "
+                  "query's start-up too), in a JVM warmed by a first query of the same shape (the "
+                  "warm-up row); the Reader's from its first message to its last. Details: "
                   "`benchmarks/results/spark.json`, [docs/spark.md](docs/spark.md#performance)."
                   % (data["load_before"][0], data.get("load_after", [0])[0], data.get("cpus"),
                      n(source.get("messages_per_s_with_start_up", 0)))]
