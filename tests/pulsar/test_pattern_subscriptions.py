@@ -28,6 +28,18 @@ def _pattern_of(prefix: str) -> re.Pattern:
     return re.compile(re.escape(full(prefix)) + ".*")
 
 
+def _listed(pulsar_broker, backend, *topics: str) -> None:
+    """Wait until the broker lists these topics in the namespace. A subscribe right after a topic's
+    first producer may otherwise get an older list: the broker lists a namespace from its metadata
+    store's cache of the children of a path, which a topic's creation refreshes through an
+    asynchronous notification (either client sees the topic only at its next listing then)."""
+    def listed() -> bool:
+        names = set(pulsar_broker.admin("GET", "/admin/v2/persistent/public/default"))
+        return names.issuperset(topics)
+
+    wait_for(lambda: run_blocking(backend, listed), backend, message="the broker lists %s" % (topics,))
+
+
 def _receive_all(consumer, count: int) -> dict:
     """{topic name: [body, ...]} of count messages, each acknowledged."""
     got: dict = {}
@@ -114,11 +126,12 @@ def test_pattern_arguments_are_checked_before_anything_is_sent(client):
 # --------------------------------------------------------------------------- on the broker
 
 
-def test_a_pattern_consumer_gets_the_matching_topics_and_no_other(client, backend, pulsar_topic):
+def test_a_pattern_consumer_gets_the_matching_topics_and_no_other(client, backend, pulsar_topic, pulsar_broker):
     prefix = pulsar_topic + "_p"
     first, second, other = full(prefix + "a"), full(prefix + "b"), full(pulsar_topic + "_other")
     for topic in (first, second, other):
         produce(client, topic, [b"before"])  # (the topics exist before the subscribe)
+    _listed(pulsar_broker, backend, first, second, other)
     consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest,
                                 consumer_type=pulsar.ConsumerType.Shared)
     assert _topics_of(consumer) == {first, second}
@@ -138,6 +151,7 @@ def test_a_topic_created_after_the_subscribe_is_joined_within_the_period(client,
     prefix = pulsar_topic + "_p"
     first, later, other = full(prefix + "a"), full(prefix + "later"), full(pulsar_topic + "_other_later")
     produce(client, first, [b"first"])
+    _listed(pulsar_broker, backend, first)
     consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest,
                                 pattern_auto_discovery_period=1)
     assert _topics_of(consumer) == {first}
@@ -152,10 +166,12 @@ def test_a_topic_created_after_the_subscribe_is_joined_within_the_period(client,
     assert_nothing_more(consumer)
 
 
-def test_the_brokers_topic_list_watch_joins_a_new_topic_long_before_the_period(client, backend, pulsar_topic):
+def test_the_brokers_topic_list_watch_joins_a_new_topic_long_before_the_period(client, backend, pulsar_topic,
+                                                                               pulsar_broker):
     prefix = pulsar_topic + "_p"
     first, later = full(prefix + "a"), full(prefix + "later")
     produce(client, first, [b"first"])
+    _listed(pulsar_broker, backend, first)
     consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest,
                                 pattern_auto_discovery_period=600)  # (no listing again within the test)
     watch = consumer.topic_watch
@@ -186,8 +202,9 @@ def test_partitions_of_a_partitioned_topic_are_joined(client, backend, pulsar_to
     parted = full(prefix + "parted")
     run_blocking(backend, pulsar_broker.create_partitioned_topic, prefix + "parted", 2)
     produce(client, parted, [b"p%d" % i for i in range(4)])
-    consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest)
     names = {parted + "-partition-0", parted + "-partition-1"}
+    _listed(pulsar_broker, backend, *names)
+    consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest)
     assert _topics_of(consumer) == names
     got = _receive_all(consumer, 4)
     assert set(got) == names
@@ -214,6 +231,7 @@ def test_a_topic_no_longer_listed_is_left(client, backend, pulsar_topic, pulsar_
     first, second = full(prefix + "a"), full(prefix + "b")
     for topic in (first, second):
         produce(client, topic, [b"x"])
+    _listed(pulsar_broker, backend, first, second)
     consumer = client.subscribe(_pattern_of(prefix), "pat", initial_position=pulsar.InitialPosition.Earliest)
     assert _receive_all(consumer, 2) == {first: [b"x"], second: [b"x"]}
     watch = consumer.topic_watch
@@ -242,6 +260,7 @@ def test_the_official_client_takes_the_same_topics(client, backend, pulsar_topic
     first, second, other = full(prefix + "a"), full(prefix + "b"), full(pulsar_topic + "_other")
     for topic in (first, second, other):
         produce(client, topic, [b"before"])
+    _listed(pulsar_broker, backend, first, second, other)
     theirs_client = run_blocking(backend, official_client, pulsar_broker)
     try:
         theirs = run_blocking(backend, functools.partial(
