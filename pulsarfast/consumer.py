@@ -487,9 +487,10 @@ class TopicConsumer:
     def _grant_now(self) -> int:
         """Under the lock: the permits to grant now out of those owed (0: none yet), recorded as
         granted. Entries of one message: what is owed goes once it reaches half of the share; of a
-        few messages: a tenth of the share. Entries larger than that (and before the first entry): only the grant that lifts the
-        broker's estimated count from zero or below to exactly 1, and nothing while it is above
-        zero (an entry is on its way, or the broker waits for one); see the module docstring."""
+        few messages: a tenth of the share. Entries larger than that (and before the first entry):
+        only the grant that lifts the broker's estimated count from zero or below to exactly 1, and
+        nothing while it is above zero (an entry is on its way, or the broker waits for one); see
+        the module docstring."""
         owed = self._owed
         if self._sizing or self._last_entry_messages > self._flow_every:  # (message_read inlines this test)
             balance = self._permits_granted - self._permits_used

@@ -6,6 +6,7 @@ through logging.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ DIST = REPO / "dist"
 PYTHON_VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 
 
+@functools.lru_cache(maxsize=None)  # (one search per test process, not one per parametrized test)
 def _interpreters() -> dict[str, str]:
     """{version: interpreter} as `make wheels` finds them (ci/pythons.sh find: PYTHONS, or pyenv's
     versions, or pythonX.Y on PATH)."""
