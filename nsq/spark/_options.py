@@ -5,11 +5,12 @@ nsqd to talk to (given, or asked of nsqlookupd). Nothing here imports pyspark.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import requests
+
+from msgengine.sparkoptions import OptionReader
 
 from .. import lookupd
 from ..client import split_host_port
@@ -17,77 +18,16 @@ from ..config import Config, ReaderSettings
 from ..errors import ConfigError
 from ..names import valid_channel_name, valid_topic_name
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-_SPLIT = re.compile(r"[,\s]+")
-
 
 class NsqOptionError(ConfigError):
     """An option of the `nsq` Spark data source is missing or has a bad value."""
 
 
-class Options:
-    """Read typed values from Spark's option map (a case-insensitive dict of strings)."""
+class Options(OptionReader):
+    """Typed values of the `nsq` data source's options (msgengine.sparkoptions)."""
 
-    def __init__(self, options: Mapping[str, Any] | None) -> None:
-        # Spark passes a CaseInsensitiveDict; a plain dict (tests, direct use) is
-        # made case-insensitive here too.
-        self._raw = {str(k).lower(): v for k, v in dict(options or {}).items()}
-
-    def __contains__(self, name: str) -> bool:
-        value = self._raw.get(name.lower())
-        return value is not None and str(value).strip() != ""
-
-    def raw(self, name: str) -> Any:
-        return self._raw.get(name.lower())
-
-    def get_str(self, name: str, default: str | None = None) -> str | None:
-        value = self._raw.get(name.lower())
-        if value is None:
-            return default
-        value = str(value).strip()
-        return value if value else default
-
-    def required(self, name: str, what: str) -> str:
-        value = self.get_str(name)
-        if value is None:
-            raise NsqOptionError("the nsq data source needs option %r (%s)" % (name, what))
-        return value
-
-    def get_int(self, name: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
-        text = self.get_str(name)
-        if text is None:
-            return default
-        try:
-            value = int(text)
-        except ValueError:
-            raise NsqOptionError("option %r must be an integer, not %r" % (name, text)) from None
-        if value < minimum or (maximum is not None and value > maximum):
-            bounds = ">= %d" % minimum if maximum is None else "from %d to %d" % (minimum, maximum)
-            raise NsqOptionError("option %r must be %s, not %d" % (name, bounds, value))
-        return value
-
-    def get_bool(self, name: str, default: bool) -> bool:
-        text = self.get_str(name)
-        if text is None:
-            return default
-        lowered = text.lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-        raise NsqOptionError("option %r must be true or false, not %r" % (name, text))
-
-    def get_list(self, name: str) -> list[str]:
-        """Comma- or space-separated values (a Python list is accepted too)."""
-        value = self._raw.get(name.lower())
-        if value is None:
-            return []
-        if isinstance(value, (list, tuple)):
-            items = [str(v).strip() for v in value]
-        else:
-            items = _SPLIT.split(str(value).strip())
-        return [item for item in items if item]
+    error = NsqOptionError
+    source = "nsq"
 
 
 def check_topic_option(topic: str, name: str = "topic") -> str:

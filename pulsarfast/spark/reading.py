@@ -1,0 +1,222 @@
+"""What an executor task of the ``pulsar`` source does: read one partition's
+range of entries, after its start position up to and including its end
+position, with a non-durable reader, and hand the messages on as Arrow
+record batches of the source's columns. Each Python worker keeps one client
+per cluster (``clients``), so that the tasks it runs reuse its connections.
+
+The range is read whole or the task fails: if the reader waits
+``pollTimeoutMs`` without reaching the end, the task asks the admin API
+whether the range's entries are still stored; when they are gone (retention,
+a deleted topic) it ends with what it read under ``failOnDataLoss=false``
+and fails otherwise, and when they are there it fails (Spark runs it again).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from ..client import Client
+from ..errors import PulsarException, Timeout
+from ..message import MessageId
+from .admin import Admin
+from .options import ClientOptions, DataLossError, SourceConfig
+from .positions import BEFORE_FIRST, Ledgers, Position
+
+logger = logging.getLogger(__name__)
+
+#: the source's columns and their Arrow types (Spark's: timestamps in µs, UTC)
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "key": pa.string(),
+    "value": pa.binary(),
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "message_id": pa.binary(),
+    "publish_time": pa.timestamp("us", tz="UTC"),
+    "event_time": pa.timestamp("us", tz="UTC"),
+    "properties": pa.map_(pa.string(), pa.string()),
+}
+COLUMNS = tuple(ARROW_TYPES)
+
+
+# -- one client per cluster in each Python worker ------------------------------------------------
+
+_clients: dict[ClientOptions, Client] = {}
+_clients_lock = threading.Lock()
+
+
+def client_for(options: ClientOptions) -> Client:
+    """This process's client of the cluster options name (made on first use, closed at exit)."""
+    with _clients_lock:
+        client = _clients.get(options)
+        if client is None:
+            client = Client(options.service_url, authentication=options.authentication(), backend="threads",
+                            **dict(options.client_kwargs))
+            _clients[options] = client
+        return client
+
+
+def drop_client(options: ClientOptions) -> None:
+    """Close and forget this process's client of a cluster (after it failed a task)."""
+    with _clients_lock:
+        client = _clients.pop(options, None)
+    if client is not None:
+        try:
+            client.close()
+        except PulsarException:
+            pass
+
+
+@atexit.register
+def _close_clients() -> None:
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # (at exit: nothing to report to)
+            pass
+
+
+# -- reading a range -------------------------------------------------------------------------
+
+
+def start_id(start: Position, index: int) -> MessageId:
+    """Where a reader of the range after start begins: the entry after start (or the first)."""
+    if start == BEFORE_FIRST:
+        return MessageId.earliest
+    return MessageId(index, start.ledger, start.entry, -1)
+
+
+class _Rows:
+    """The columns of the rows read so far."""
+
+    def __init__(self, columns: list[str], topic: str, index: int) -> None:
+        self.columns = columns
+        self.topic = topic
+        self.index = index
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list[Any] = []
+        self.values: list[bytes] = []
+        self.ids: list[bytes] = []
+        self.published: list[int] = []
+        self.events: list[Any] = []
+        self.properties: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def batch(self) -> pa.RecordBatch:
+        n = len(self.values)
+        arrays = []
+        for name in self.columns:
+            if name == "key":
+                arrays.append(pa.array(self.keys, pa.string()))
+            elif name == "value":
+                arrays.append(pa.array(self.values, pa.binary()))
+            elif name == "topic":
+                arrays.append(pa.repeat(pa.scalar(self.topic, pa.string()), n))
+            elif name == "partition":
+                arrays.append(pa.repeat(pa.scalar(self.index, pa.int32()), n))
+            elif name == "message_id":
+                arrays.append(pa.array(self.ids, pa.binary()))
+            elif name == "publish_time":
+                arrays.append(pa.array(self.published, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+                              .cast(ARROW_TYPES["publish_time"]))
+            elif name == "event_time":
+                arrays.append(pa.array(self.events, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+                              .cast(ARROW_TYPES["event_time"]))
+            else:
+                arrays.append(pa.array(self.properties, ARROW_TYPES["properties"]))
+        self.clear()
+        return pa.RecordBatch.from_arrays(arrays, names=self.columns)
+
+
+def read_range(config: SourceConfig, partition: str, topic: str, index: int, start: Position, end: Position,
+               columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The messages of partition's entries after start up to and including end, as record
+    batches of columns (names of ``COLUMNS``), at most ``rowsPerArrowBatch`` rows each."""
+    if end <= start:
+        return
+    client = client_for(config.client)
+    try:
+        reader = client.create_reader(partition, start_id(start, index),
+                                      receiver_queue_size=config.receiver_queue_size)
+    except PulsarException:
+        drop_client(config.client)
+        raise
+    rows = _Rows(columns, topic, index)
+    want_key = "key" in columns
+    want_id = "message_id" in columns
+    want_props = "properties" in columns
+    want_event = "event_time" in columns
+    values, ids, published = rows.values, rows.ids, rows.published
+    limit = config.rows_per_batch
+    timeout = config.poll_timeout_ms
+    last_seen = start
+    try:
+        while True:
+            try:
+                message = reader.read_next(timeout)
+            except Timeout:
+                if _range_lost(config, partition, last_seen, end):
+                    return
+                raise Timeout("pulsar source: no message from %s for %d ms (pollTimeoutMs) while reading up to "
+                              "%s; last read %s" % (partition, timeout, end, last_seen)) from None
+            mid = message.message_id()
+            position = Position(mid.ledger_id(), mid.entry_id())
+            if position <= start:
+                continue  # (a reader started inside an entry, or one the broker sends again after a reconnect)
+            if position > end:
+                break  # (the end entry had no message to hand out)
+            last_seen = position
+            values.append(message.data())
+            if want_key:
+                rows.keys.append(message.partition_key() or None)
+            if want_id:
+                ids.append(mid.serialize())
+            published.append(message.publish_timestamp())
+            if want_event:
+                event = message.event_timestamp()
+                rows.events.append(event if event > 0 else None)
+            if want_props:
+                props = message.properties()
+                rows.properties.append(list(props.items()) if props else [])
+            if position == end:
+                batch_index = mid.batch_index()
+                if batch_index < 0 or batch_index >= mid.batch_size() - 1:
+                    break
+            if len(values) >= limit:
+                yield rows.batch()
+                values, ids, published = rows.values, rows.ids, rows.published
+        if len(rows):
+            yield rows.batch()
+    finally:
+        try:
+            reader.close()
+        except PulsarException:
+            pass
+
+
+def _range_lost(config: SourceConfig, partition: str, last_seen: Position, end: Position) -> bool:
+    """Whether the entries after last_seen up to end are gone (then: True with failOnDataLoss
+    false; DataLossError with it true). False when they are stored (the wait was something else)."""
+    stats = Admin(config.client.admin_settings(), config.client.authentication()).internal_stats(partition)
+    gone = stats is None
+    if stats is not None:
+        ledgers = Ledgers.from_internal_stats(stats)
+        gone = ledgers.count_after(last_seen, end) == 0 or ledgers.lost_after(last_seen)
+    if not gone:
+        return False
+    message = "pulsar source: entries of %s after %s up to %s are no longer stored%s" % (
+        partition, last_seen, end, " (the topic was deleted)" if stats is None else "")
+    if config.fail_on_data_loss:
+        raise DataLossError(message + "; set failOnDataLoss=false to go on without them")
+    logger.warning("%s; going on (failOnDataLoss=false)", message)
+    return True
