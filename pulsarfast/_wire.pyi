@@ -45,6 +45,7 @@ def encode_send_frame(
     event_time: int = 0,
     extra_metadata: Any = b"",
     num_messages: int = 1,
+    highest_sequence_id: int | None = None,
 ) -> bytes: ...
 
 # (consumer_id, ledger_id, entry_id, partition, batch_index, redelivery_count, producer_name, sequence_id,

@@ -840,9 +840,10 @@ cdef inline bint _exact_pair(object item) noexcept:
 
 
 def encode_send_frame(producer_id, sequence_id, producer_name, publish_time, payload, properties=None,
-                      partition_key=None, event_time=0, extra_metadata=b"", num_messages=1) -> bytes:
+                      partition_key=None, event_time=0, extra_metadata=b"", num_messages=1,
+                      highest_sequence_id=None) -> bytes:
     """The payload frame of one SEND: ``BaseCommand{type: SEND, send: CommandSend{producer_id,
-    sequence_id, num_messages (when not 1)}}``, then magic, crc32c, and ``MessageMetadata{
+    sequence_id, num_messages (when not 1), highest_sequence_id (when not None)}}``, then magic, crc32c, and ``MessageMetadata{
     producer_name, sequence_id, publish_time, properties, partition_key (when not None),
     event_time (when not 0)}`` followed by extra_metadata (more serialized MessageMetadata
     fields, appended as they are), then payload.
@@ -853,7 +854,8 @@ def encode_send_frame(producer_id, sequence_id, producer_name, publish_time, pay
     ``(key, value)`` pairs (a dict gives its items). The integers must fit in 64 bits
     (negative ones are written as int64): else OverflowError.
     """
-    cdef uint64_t pid, seq, count, ptime, etime, body_size, meta_size, cmd_size, total, checked_size
+    cdef uint64_t pid, seq, count, ptime, etime, high = 0, body_size, meta_size, cmd_size, total, checked_size
+    cdef bint has_high = highest_sequence_id is not None
     cdef Py_ssize_t i, npairs = 0, pair_size
     cdef bytes name, key, value, pkey = None
     cdef object pairs = None   # a list or tuple of (bytes, bytes) tuples, or a flat list [k, v, ...] of bytes
@@ -867,6 +869,8 @@ def encode_send_frame(producer_id, sequence_id, producer_name, publish_time, pay
     _uint64(num_messages, &count)
     _uint64(publish_time, &ptime)
     _uint64(event_time, &etime)
+    if has_high:
+        _uint64(highest_sequence_id, &high)
     name = _buffer(producer_name)
     if properties is not None:
         if isinstance(properties, dict):
@@ -898,6 +902,8 @@ def encode_send_frame(producer_id, sequence_id, producer_name, publish_time, pay
     body_size = 2 + _vlen(pid) + _vlen(seq)
     if count != 1:
         body_size += 1 + _vlen(count)
+    if has_high:
+        body_size += 1 + _vlen(high)
     cmd_size = 3 + _vlen(body_size) + body_size
     meta_size = _lv_size(len(name)) + 2 + _vlen(seq) + _vlen(ptime)
     for i in range(npairs):
@@ -938,6 +944,9 @@ def encode_send_frame(producer_id, sequence_id, producer_name, publish_time, pay
             if count != 1:
                 w[0] = 0x18  # CommandSend.num_messages
                 w = _put_varint(w + 1, count)
+            if has_high:
+                w[0] = 0x30  # CommandSend.highest_sequence_id
+                w = _put_varint(w + 1, high)
             w[0] = _MAGIC_HI
             w[1] = _MAGIC_LO
             crc_at = w + 2

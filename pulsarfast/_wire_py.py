@@ -332,9 +332,10 @@ def _lv(data: bytes) -> bytes:
 
 def encode_send_frame(producer_id: int, sequence_id: int, producer_name: Any, publish_time: int, payload: Any,
                       properties: Any = None, partition_key: Any = None, event_time: int = 0,
-                      extra_metadata: Any = b"", num_messages: int = 1) -> bytes:
+                      extra_metadata: Any = b"", num_messages: int = 1,
+                      highest_sequence_id: int | None = None) -> bytes:
     """The payload frame of one SEND: ``BaseCommand{type: SEND, send: CommandSend{producer_id,
-    sequence_id, num_messages (when not 1)}}``, then magic, crc32c, and ``MessageMetadata{
+    sequence_id, num_messages (when not 1), highest_sequence_id (when not None)}}``, then magic, crc32c, and ``MessageMetadata{
     producer_name, sequence_id, publish_time, properties, partition_key (when not None),
     event_time (when not 0)}`` followed by extra_metadata (more serialized MessageMetadata
     fields, appended as they are), then payload.
@@ -354,6 +355,8 @@ def encode_send_frame(producer_id: int, sequence_id: int, producer_name: Any, pu
     body = b"\x08" + varint(producer_id) + b"\x10" + varint(sequence_id)
     if num_messages != 1:
         body += b"\x18" + varint(num_messages)
+    if highest_sequence_id is not None:
+        body += b"\x30" + varint(_uint64(highest_sequence_id))
     command = b"\x08\x06\x32" + _lv(body)  # type = SEND (6), send (field 6)
     parts = [b"\x0a", _lv(producer_name), b"\x10", varint(sequence_id), b"\x18", varint(publish_time)]
     if properties is not None:

@@ -23,7 +23,8 @@ every send waiting fails with ``TopicTerminated``, later sends fail at once,
 and the producer is not re-created (``PartitionProducer.terminated``).
 
 With batching on, messages join an open batch that becomes one SEND frame
-(``num_messages``, the first message's sequence id, one
+(``num_messages``, the first message's sequence id and, when it holds more than one, the
+last one's as the highest sequence id, one
 ``SingleMessageMetadata`` per message) when it holds
 ``batching_max_messages`` messages or ``batching_max_allowed_size_in_bytes``
 bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``
@@ -556,8 +557,15 @@ class PartitionProducer:
             body, sealed = encryptor.encrypt(body)
             extra += sealed
         key = self._open_key if self._key_based else None  # (the broker's Key_Shared dispatch reads it)
-        frame = encode_send_frame(self.producer_id, members[0].sequence_id, name, int(time.time() * 1000),
-                                  body, None, key, 0, extra, count)
+        # The last member's sequence id as the batch's highest (in the command, where the broker's
+        # deduplication reads it, and in the metadata, as the official clients write it): without it a
+        # deduplicating broker takes the batch for its first sequence id only and would store a resent
+        # batch's later messages again.
+        first, highest = members[0].sequence_id, members[-1].sequence_id
+        if highest != first:
+            extra += proto.f_uint(24, highest)
+        frame = encode_send_frame(self.producer_id, first, name, int(time.time() * 1000),
+                                  body, None, key, 0, extra, count, highest if highest != first else None)
         self._pending.append(_Send(members[0].sequence_id, frame, None, members[0].deadline, None, members))
         return [frame]
 

@@ -13,7 +13,7 @@ option) and ``sequence_id`` (long).
 With ``producerName``, a task's producers are named ``<producerName>-<task's
 partition>`` and its messages carry sequence ids that a retry of the task
 repeats (the ``sequence_id`` column, else the row's place in the task's
-partition, after the micro-batch id in the high 32 bits), so that a broker
+partition counted from 1, after the micro-batch id in the high 32 bits), so that a broker
 with deduplication on stores a retried task's messages once.
 """
 from __future__ import annotations
@@ -214,7 +214,7 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
                 if sequences is not None and sequences[i] is not None:
                     kwargs["sequence_id"] = sequences[i]
                 elif named:
-                    kwargs["sequence_id"] = sequence + sent
+                    kwargs["sequence_id"] = sequence + sent + 1  # (from 1: 0 means "assign one", as officially)
                 producer.send_async(body, callback, **kwargs)
                 sent += 1
                 counts[producer.topic()] = counts.get(producer.topic(), 0) + 1

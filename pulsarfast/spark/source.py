@@ -157,6 +157,9 @@ class PulsarStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvaila
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         begin = offsets_from_json(start or {})
+        # Spark asks for the batch after start once the batch ending there is in its commit log (and
+        # calls commit() only when it plans the next one: never for an availableNow run's last batch)
+        self.planner.move_subscription(begin)
         max_entries = self.config.max_entries_per_trigger
         if isinstance(limit, ReadMaxRows):
             max_entries = limit.max_rows

@@ -848,6 +848,23 @@ def test_encode_send_frame_values(wire):
     assert [(kv.key, kv.value) for kv in meta.properties] == [("a", "b")]
 
 
+def test_encode_send_frame_highest_sequence_id(wire):
+    """A batch's SEND carries its last message's sequence id as CommandSend.highest_sequence_id (the
+    field a deduplicating broker reads), after num_messages; None leaves the field out."""
+    frame = wire.encode_send_frame(9, 100, b"p", 11, b"body", None, None, 0, b"", 5, 104)
+    [(command, _metadata, payload, ok)] = wire.FrameDecoder().feed(frame)
+    assert ok and payload == b"body"
+    kind, send = proto.decode_command(command)
+    assert (kind, send.sequence_id, send.num_messages, send.highest_sequence_id) == (proto.SEND, 100, 5, 104)
+    assert command == proto.base_command(proto.SEND, proto.f_uint(1, 9) + proto.f_uint(2, 100) + proto.f_uint(3, 5)
+                                         + proto.f_uint(6, 104))
+    plain = wire.encode_send_frame(9, 100, b"p", 11, b"body", None, None, 0, b"", 5)
+    assert plain == wire.encode_send_frame(9, 100, b"p", 11, b"body", None, None, 0, b"", 5, None)
+    assert proto.decode_command(wire.FrameDecoder().feed(plain)[0][0])[1].highest_sequence_id in (None, 0)
+    big = wire.encode_send_frame(1, 2, b"p", 3, b"", highest_sequence_id=2**64 - 1)
+    assert proto.decode_command(wire.FrameDecoder().feed(big)[0][0])[1].highest_sequence_id == 2**64 - 1
+
+
 def test_encode_send_frame_inputs(wire):
     expected = reference_send_frame(1, 2, "name", 3, b"body", [("a", "b"), ("c", "d")], "key")
     for convert in (bytes, bytearray, memoryview, lambda b: array.array("B", b)):

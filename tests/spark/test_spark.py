@@ -9,38 +9,21 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import signal
-import sys
 import threading
 import time
 import uuid
 
 import pytest
 
-from tests.support.processes import refuse_in_unit_run
 from tests.support.servers import REPO_ROOT, wait_until
-from tests.support.spark_processes import jvm_pid, source_runner_pids
+from tests.support.spark_processes import jvm_pid, require_spark, source_runner_pids
 
 # (one worker runs the module, on one SparkSession, while the others go on)
 pytestmark = [pytest.mark.timeout(240), pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("spark")]
 
 
-def _missing() -> str | None:
-    for module in ("pyspark", "pyarrow"):
-        if importlib.util.find_spec(module) is None:
-            return "%s is not installed (pip install 'nsqfast[spark]')" % module
-    java_home = os.environ.get("JAVA_HOME")
-    if not shutil.which("java") and not (java_home and os.path.exists(os.path.join(java_home, "bin", "java"))):
-        return "java is not installed (Spark needs a JRE 17+)"
-    return None
-
-
-_REASON = _missing()
-if _REASON:
-    if os.environ.get("NSQ_REQUIRE_SPARK", "").strip() not in ("", "0"):
-        pytest.fail("Spark tests required (NSQ_REQUIRE_SPARK=1) but %s" % _REASON, pytrace=False)
-    pytest.skip("Spark tests skipped: %s" % _REASON, allow_module_level=True)
+require_spark()
 
 from pyspark.errors import StreamingQueryException  # noqa: E402
 
@@ -50,46 +33,6 @@ from nsq.spark.source import SOURCE_SCHEMA  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """One local[2] SparkSession for the module, with the `nsq` format registered.
-
-    Spark starts its Python workers with the JVM's environment: point them at
-    this interpreter and this checkout so that they import the `nsq` under test.
-    """
-    from pyspark.sql import SparkSession
-
-    refuse_in_unit_run("a SparkSession")
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, saved["PYTHONPATH"]) if p)
-    try:
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("nsqfast-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.streaming.stopTimeout", "30s")
-            .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-            .getOrCreate()
-        )
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    session.sparkContext.setLogLevel("ERROR")
-    nsq.spark.register(session)
-    yield session
-    for query in session.streams.active:
-        query.stop()
-    session.stop()
 
 
 def _stop_all(spark) -> None:
