@@ -617,7 +617,7 @@ class TopicConsumer:
             start = self.start
             if start is not None and start.before(message_id):
                 return False
-            self.start = StartPosition(message_id, inclusive=False)
+            self.start = StartPosition.after(message_id)
         return True
 
     def _refuse(self, event: Any, messages_in_entry: int, why: str) -> None:

@@ -44,6 +44,18 @@ class StartPosition:
         else:
             self._bound = (message_id.ledger_id(), message_id.entry_id(), message_id.batch_index())
 
+    @classmethod
+    def after(cls, message_id: MessageId) -> "StartPosition":
+        """The position just after a message handed out (a concrete id: neither earliest nor
+        latest), made without the general constructor's checks: a reader makes one per message."""
+        made = cls.__new__(cls)
+        made.message_id = message_id
+        made.inclusive = False
+        made.pins_on_arrival = False
+        ledger, entry = message_id.entry_key()
+        made._bound = (ledger, entry, message_id.batch_index())
+        return made
+
     def __repr__(self) -> str:
         return "StartPosition(%s, inclusive=%s)" % (self.message_id, self.inclusive)
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 from typing import Any, Iterator
 
 import pyarrow as pa
 
+from .. import proto
 from ..client import Client
 from ..errors import PulsarException, Timeout
 from ..message import MessageId
@@ -157,44 +159,55 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
     want_props = "properties" in columns
     want_event = "event_time" in columns
     values, ids, published = rows.values, rows.ids, rows.published
+    ids_of = _IdBytes()
     limit = config.rows_per_batch
-    timeout = config.poll_timeout_ms
+    timeout = config.poll_timeout_ms / 1000.0
     last_seen = start
+    consumer = reader.consumer
+    waited_since = time.monotonic()
     try:
         while True:
-            try:
-                message = reader.read_next(timeout)
-            except Timeout:
+            arrived = consumer.batch_receive()  # (what arrived, up to the receiver queue; [] after 100 ms)
+            if not arrived:
+                if time.monotonic() - waited_since < timeout:
+                    continue
                 if _range_lost(config, partition, last_seen, end):
                     return
                 raise Timeout("pulsar source: no message from %s for %d ms (pollTimeoutMs) while reading up to "
-                              "%s; last read %s" % (partition, timeout, end, last_seen)) from None
-            mid = message.message_id()
-            position = Position(mid.ledger_id(), mid.entry_id())
-            if position <= start:
-                continue  # (a reader started inside an entry, or one the broker sends again after a reconnect)
-            if position > end:
-                break  # (the end entry had no message to hand out)
-            last_seen = position
-            values.append(message.data())
-            if want_key:
-                rows.keys.append(message.partition_key() or None)
-            if want_id:
-                ids.append(mid.serialize())
-            published.append(message.publish_timestamp())
-            if want_event:
-                event = message.event_timestamp()
-                rows.events.append(event if event > 0 else None)
-            if want_props:
-                props = message.properties()
-                rows.properties.append(list(props.items()) if props else [])
-            if position == end:
-                batch_index = mid.batch_index()
-                if batch_index < 0 or batch_index >= mid.batch_size() - 1:
+                              "%s; last read %s" % (partition, config.poll_timeout_ms, end, last_seen))
+            waited_since = time.monotonic()
+            done = False
+            for message in arrived:
+                mid = message.message_id()
+                position = Position(mid.ledger_id(), mid.entry_id())
+                if position <= start:
+                    continue  # (a reader started inside an entry, or one the broker sends again after a reconnect)
+                if position > end:
+                    done = True  # (the end entry had no message to hand out)
                     break
-            if len(values) >= limit:
-                yield rows.batch()
-                values, ids, published = rows.values, rows.ids, rows.published
+                last_seen = position
+                values.append(message.data())
+                if want_key:
+                    rows.keys.append(message.partition_key() or None)
+                if want_id:
+                    ids.append(ids_of(mid, position))
+                published.append(message.publish_timestamp())
+                if want_event:
+                    event = message.event_timestamp()
+                    rows.events.append(event if event > 0 else None)
+                if want_props:
+                    props = message.properties()
+                    rows.properties.append(list(props.items()) if props else [])
+                if position == end:
+                    batch_index = mid.batch_index()
+                    if batch_index < 0 or batch_index >= mid.batch_size() - 1:
+                        done = True
+                        break
+                if len(values) >= limit:
+                    yield rows.batch()
+                    values, ids, published = rows.values, rows.ids, rows.published
+            if done:
+                break
         if len(rows):
             yield rows.batch()
     finally:
@@ -202,6 +215,33 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
             reader.close()
         except PulsarException:
             pass
+
+
+class _IdBytes:
+    """Serialized message ids (``MessageId.serialize()``'s bytes), the entry's part made once per
+    entry: the messages of a batch differ only in their index."""
+
+    def __init__(self) -> None:
+        self._entry: Position | None = None
+        self._prefix = b""
+        self._suffixes: dict[tuple[int, int], bytes] = {}
+
+    def __call__(self, mid: MessageId, position: Position) -> bytes:
+        if position != self._entry:
+            self._entry = position
+            self._prefix = proto.message_id_data(position.ledger & _U64, position.entry & _U64, mid.partition())
+        index = mid.batch_index()
+        if index < 0:
+            return self._prefix
+        key = (index, mid.batch_size())
+        suffix = self._suffixes.get(key)
+        if suffix is None:
+            suffix = self._suffixes[key] = (proto.f_uint(4, index) + proto.f_uint(6, key[1]) if key[1] > 0
+                                            else proto.f_uint(4, index))
+        return self._prefix + suffix
+
+
+_U64 = (1 << 64) - 1
 
 
 def _range_lost(config: SourceConfig, partition: str, last_seen: Position, end: Position) -> bool:

@@ -5,12 +5,14 @@
 # checkpoint (every message once in the file sink's output), entries trimmed
 # and a topic deleted under failOnDataLoss true and false, the sink's
 # producerName on a namespace with deduplication, topicsPattern,
-# startingTimestamp and endingOffsets.
+# startingTimestamp and endingOffsets, and the example pipeline (Pulsar -> NSQ -> Pulsar).
 #
 # Skipped with a reason when pyspark/pyarrow or java is missing, unless
 # NSQ_REQUIRE_SPARK=1 (set by `make test`), which turns that into a failure.
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import time
@@ -18,7 +20,7 @@ import uuid
 
 import pytest
 
-from tests.support.servers import wait_until
+from tests.support.servers import REPO_ROOT, wait_until
 from tests.support.spark_processes import jvm_pid, require_spark, source_runner_pids
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("spark")]
@@ -322,3 +324,45 @@ def test_source_schema_and_option_errors(spark, pulsar_broker):
         .option("topic", topic).load()
     assert picked.columns == ["VALUE", "publish_time"]
     assert bytes(picked.collect()[0].VALUE) == b"v"
+
+
+# ----------------------------------------------------------------------------- example
+
+
+def test_example_pipeline_pulsar_to_nsq_and_back(spark, pulsar_broker, nsqd, tmp_path):
+    path = os.path.join(REPO_ROOT, "examples", "spark_pulsar_pipeline.py")
+    spec = importlib.util.spec_from_file_location("spark_pulsar_pipeline", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    readings, back, nsq_topic = _name("readings"), _name("readings_f"), _name("readings_f")
+    pulsar_broker.create_partitioned_topic(back, 2)
+    values = [json.dumps({"sensor": "s%d" % (i % 5), "celsius": i / 10}).encode() for i in range(1000)]
+    values += [b"not json", b'{"sensor": "s9"}']
+    produce(pulsar_broker, readings, values, batch=100)
+
+    query = example.pulsar_to_nsq(spark, service_url=pulsar_broker.service_url, admin_url=pulsar_broker.web_url,
+                                  pulsar_topic=readings, nsqd=nsqd.tcp_address, nsq_topic=nsq_topic,
+                                  checkpoint=str(tmp_path / "to-nsq"), available_now=True)
+    try:
+        assert query.awaitTermination(120) and query.exception() is None
+    finally:
+        _stop_all(spark)
+    expected = example.to_fahrenheit_locally(values)
+    assert nsqd.message_count(nsq_topic) == len(expected) == 1000
+    nsqd.create_channel(nsq_topic, "spark")  # (the channel takes a copy of what the topic holds from now on)
+
+    query = example.nsq_to_pulsar(spark, nsqd=nsqd.tcp_address, nsq_topic=nsq_topic, channel="spark",
+                                  service_url=pulsar_broker.service_url, pulsar_topic=back,
+                                  checkpoint=str(tmp_path / "to-pulsar"), available_now=True)
+    try:
+        assert query.awaitTermination(120) and query.exception() is None
+    finally:
+        _stop_all(spark)
+    rows = _reader(spark, pulsar_broker).option("topic", back).load().select("value", "key", "partition").collect()
+    got = [json.loads(bytes(r.value)) for r in rows]
+    assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
+    assert all(r.key == json.loads(bytes(r.value))["sensor"] for r in rows)
+    by_sensor: dict = {}
+    for r in rows:
+        by_sensor.setdefault(r.key, set()).add(r.partition)
+    assert all(len(parts) == 1 for parts in by_sensor.values())
