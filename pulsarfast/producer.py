@@ -558,9 +558,10 @@ class PartitionProducer:
             extra += sealed
         key = self._open_key if self._key_based else None  # (the broker's Key_Shared dispatch reads it)
         # The last member's sequence id as the batch's highest (in the command, where the broker's
-        # deduplication reads it, and in the metadata, as the official clients write it): without it a
-        # deduplicating broker takes the batch for its first sequence id only and would store a resent
-        # batch's later messages again.
+        # deduplication reads it, and in the metadata, as the Java client writes it; the official
+        # Python/C++ client 3.13 sends neither): without it a deduplicating broker takes the batch for
+        # its first sequence id only, and stores again a resent batch's later messages whose batches
+        # are cut differently (tests/pulsar/test_deduplication.py).
         first, highest = members[0].sequence_id, members[-1].sequence_id
         if highest != first:
             extra += proto.f_uint(24, highest)

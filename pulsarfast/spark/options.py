@@ -125,7 +125,10 @@ class ClientOptions:
         if need_admin and admin_url is None:
             raise PulsarOptionError("the pulsar source needs option 'admin_url' (the broker's web service, "
                                     "http://host:8080): it reads partitions and positions there")
-        kwargs = pass_through(opts, CLIENT_PREFIX, Client.__init__, skip=(AUTH_PLUGIN, AUTH_PARAMS, "authentication"))
+        if CLIENT_PREFIX + "authentication" in opts:
+            raise PulsarOptionError("option 'pulsar.client.authentication': give the authentication as "
+                                    "'pulsar.client.authPluginClassName' and 'pulsar.client.authParams'")
+        kwargs = pass_through(opts, CLIENT_PREFIX, Client.__init__, skip=(AUTH_PLUGIN, AUTH_PARAMS))
         kwargs.pop("backend", None)
         made = cls(service_url, admin_url, tuple(sorted(kwargs.items())), opts.get_str(CLIENT_PREFIX + AUTH_PLUGIN),
                    opts.get_str(CLIENT_PREFIX + AUTH_PARAMS, "") or "")
@@ -169,7 +172,12 @@ class Bound:
     -1); ``default`` for partitions the JSON leaves out."""
 
     default: str
-    specific: Mapping[str, Position | str] = field(default_factory=dict)
+    pairs: tuple[tuple[str, Position | str], ...] = ()  # (a tuple: the settings are hashable)
+
+    @property
+    def specific(self) -> dict[str, Position | str]:
+        """The positions the JSON gave, by full topic or partition name."""
+        return dict(self.pairs)
 
     @classmethod
     def parse(cls, opts: Options, name: str, default: str, allow_earliest: bool = True) -> "Bound":
@@ -204,10 +212,11 @@ class Bound:
             else:
                 raise PulsarOptionError("option %r: the position of %r must be [ledgerId, entryId], %s-1 (latest), "
                                         "not %r" % (name, topic, "-2 (earliest), " if allow_earliest else "", where))
-        return cls(default, specific)
+        return cls(default, tuple(specific.items()))
 
     def for_partition(self, partition: str, topic: str) -> Position | str:
-        return self.specific.get(partition, self.specific.get(topic, self.default))
+        specific = self.specific
+        return specific.get(partition, specific.get(topic, self.default))
 
 
 DEFAULT_RECEIVER_QUEUE = 2000

@@ -137,9 +137,11 @@ class Planner:
                 for name, (topic, _index) in parts.items()
                 if (ledgers := stats.get(name)) is not None}
 
-    def check_loss(self, start: Mapping[str, Position], stats: Mapping[str, Ledgers | None]) -> dict[str, Position]:
+    def check_loss(self, start: Mapping[str, Position], stats: Mapping[str, Ledgers | None],
+                   earlier: Mapping[str, Ledgers] | None = None) -> dict[str, Position]:
         """start without the partitions that are gone; raises DataLossError (failOnDataLoss) when a
-        partition with a position was deleted or lost entries that were not read."""
+        partition with a position was deleted or lost entries that were not read (earlier: how
+        the last look saw each partition, which tells a ledger read to its end and then trimmed)."""
         kept = dict(start)
         for name, position in start.items():
             ledgers = stats.get(name)
@@ -148,7 +150,8 @@ class Planner:
                 if position != BEFORE_FIRST:
                     problem = "%s is gone (deleted) after %s" % (name, position)
                 kept.pop(name)
-            elif ledgers.lost_after(position):
+            elif ledgers.lost_after(position) and not ledgers.kept_after(
+                    position, (earlier or {}).get(name), self.config.subscription):
                 problem = "entries of %s after %s are no longer stored (its oldest ledger is %d)" % (
                     name, position, ledgers.ids[0])
             if problem is None:
@@ -165,8 +168,9 @@ class Planner:
         Partitions new since start begin at their first entry."""
         parts = self.partitions()
         names = sorted(set(parts) | set(start))
+        earlier = dict(self.ledgers)
         stats = self.refresh(names)
-        start = self.check_loss({n: start.get(n, BEFORE_FIRST) for n in names}, stats)
+        start = self.check_loss({n: start.get(n, BEFORE_FIRST) for n in names}, stats, earlier)
         ends: dict[str, Position] = {}
         backlogs: dict[str, int] = {}
         for name, position in start.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 
@@ -41,6 +41,12 @@ class Ledgers:
 
     ids: tuple[int, ...]
     counts: tuple[int, ...]
+    #: the ledger new entries go to (-1: not known); it may hold none yet
+    current: int = field(default=-1, compare=False)
+    #: entries the broker added since it loaded the partition (``entriesAddedCounter``; -1: not known)
+    added: int = field(default=-1, compare=False)
+    #: durable subscriptions' mark-delete positions (what each has acknowledged, in order)
+    cursors: tuple[tuple[str, Position], ...] = field(default=(), compare=False)
 
     @classmethod
     def from_internal_stats(cls, stats: Mapping) -> "Ledgers":
@@ -56,7 +62,14 @@ class Ledgers:
             if count > 0:
                 ids.append(int(ledger["ledgerId"]))
                 counts.append(count)
-        return cls(tuple(ids), tuple(counts))
+        cursors = []
+        for name, cursor in (stats.get("cursors") or {}).items():
+            try:
+                cursors.append((str(name), parse_position(cursor["markDeletePosition"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return cls(tuple(ids), tuple(counts), int(ledgers[-1]["ledgerId"]) if ledgers else -1,
+                   int(stats.get("entriesAddedCounter", -1)), tuple(cursors))
 
     @property
     def total(self) -> int:
@@ -101,10 +114,36 @@ class Ledgers:
     def lost_after(self, start: Position) -> bool:
         """Whether entries that followed start may be gone: start names a ledger older than the
         oldest one still stored, which is no longer there (trimmed by retention, or deleted).
-        Reading from the beginning (``BEFORE_FIRST``) loses nothing."""
+        Reading from the beginning (``BEFORE_FIRST``) loses nothing. ``kept_after`` tells the
+        cases where nothing was lost all the same."""
         if start == BEFORE_FIRST or not self.ids:
             return False
         return start.ledger < self.ids[0]
+
+    def kept_after(self, start: Position, earlier: "Ledgers | None", subscription: str | None) -> bool:
+        """Whether nothing after start is gone although start's ledger is (``lost_after``):
+
+        - the durable subscription has acknowledged no further than start: the broker trims
+          only what every durable subscription acknowledged;
+        - or an earlier look at the partition (``earlier``) saw start as the last entry of its
+          ledger, and that ledger then closed (no longer the current one), or it was current and
+          every entry the broker added since is in a later ledger (the same load of the partition:
+          ``added`` counts from it).
+        """
+        if subscription is not None:
+            acknowledged = dict(self.cursors).get(subscription)
+            if acknowledged is not None and acknowledged <= start:
+                return True
+        if earlier is None or start.ledger not in earlier.ids:
+            return False
+        if earlier.counts[earlier.ids.index(start.ledger)] != start.entry + 1:
+            return False
+        if earlier.current != start.ledger:
+            return True
+        if earlier.added < 0 or self.added < earlier.added:
+            return False
+        later = sum(count for ledger, count in zip(self.ids, self.counts) if ledger > start.ledger)
+        return self.added - earlier.added == later
 
     def before(self, position: Position) -> Position:
         """The stored entry just before position (``BEFORE_FIRST`` when none is): where a read
