@@ -165,6 +165,9 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
     last_seen = start
     consumer = reader.consumer
     waited_since = time.monotonic()
+    entry: tuple[int, int] | None = None
+    skip = True
+    position = start
     try:
         while True:
             arrived = consumer.batch_receive()  # (what arrived, up to the receiver queue; [] after 100 ms)
@@ -179,13 +182,19 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
             done = False
             for message in arrived:
                 mid = message.message_id()
-                position = Position(mid.ledger_id(), mid.entry_id())
-                if position <= start:
-                    continue  # (a reader started inside an entry, or one the broker sends again after a reconnect)
-                if position > end:
-                    done = True  # (the end entry had no message to hand out)
-                    break
-                last_seen = position
+                key = mid.entry_key()
+                if key != entry:  # (the messages of a batch share their entry: judged once)
+                    entry = key
+                    if key <= start:
+                        skip = True  # (a reader started inside an entry, or one the broker sends again after a reconnect)
+                    elif key > end:
+                        done = True  # (the end entry had no message to hand out)
+                        break
+                    else:
+                        skip = False
+                        last_seen = position = Position(*key)
+                if skip:
+                    continue
                 values.append(message.data())
                 if want_key:
                     rows.keys.append(message.partition_key() or None)
