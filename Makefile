@@ -85,10 +85,12 @@ demo: install nsq
 # is a smoke run.
 BENCH_ARGS ?=
 SPARK_BENCH_ARGS ?=
+PULSAR_SPARK_BENCH_ARGS ?=
 bench: install nsq pulsar
 	PYTHON=$(PYTHON) bash benchmarks/setup_peers.sh
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
+	$(PY) benchmarks/bench_pulsar_spark.py $(PULSAR_SPARK_BENCH_ARGS) > benchmarks/results/pulsar_spark.json
 	$(MAKE) --no-print-directory bench-pulsar
 	$(PY) benchmarks/update_readme.py
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Puts the latest benchmark tables (benchmarks/results/latest.md, spark.json, pulsar_quick.json) and chart
+# Puts the latest benchmark tables (benchmarks/results/latest.md, spark.json, pulsar_spark.json, pulsar_quick.json) and chart
 # into README.md, between the markers <!-- bench:start --> and <!-- bench:end -->.
 # Run by `make bench` after benchmarks/run.py. Without the markers the section
 # is appended at the end of README.md; without README.md nothing is written.
@@ -80,6 +80,43 @@ def spark_section(results_dir: str) -> str | None:
     return "\n".join(lines)
 
 
+def pulsar_spark_section(results_dir: str) -> str | None:
+    """The pulsarfast.spark figures written by benchmarks/bench_pulsar_spark.py, if any."""
+    path = os.path.join(results_dir, "pulsar_spark.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    source, sink = data["source"], data["sink"]
+    consume, produce = data["consume"], data["produce"]
+
+    def n(value) -> str:
+        return format(value, ",") if isinstance(value, int) else str(value)
+
+    def runs(entry: dict) -> str:
+        return ", ".join(n(r) for r in entry.get("runs", []))
+
+    return "\n".join([
+        "#### Spark (pulsarfast.spark, `%s`, PySpark %s, %d partitions, %d-byte messages, warm JVM)"
+        % (data["master"], data["pyspark"], data["partitions"], data["body_bytes"]),
+        "",
+        "| what | measured | reference (pulsarfast, same broker) | ratio | target |",
+        "|---|---:|---:|---:|---:|",
+        "| source: `readStream.format(\"pulsar\")`, availableNow into `noop`, %s messages, `start()` to its end "
+        "(runs: %s) | %s msgs/s | consumer, receive + acknowledge: %s msgs/s (runs: %s) | %.2f | 0.5 |"
+        % (n(source["messages"]), runs(source), n(source["messages_per_s"]), n(consume["messages_per_s"]),
+           runs(consume), source["ratio_to_consumer"]),
+        "| sink: `df.write.format(\"pulsar\")`, %s rows (runs: %s) | %s rows/s | batched produce: %s msgs/s "
+        "(runs: %s) | %.2f | 0.5 |"
+        % (n(sink["messages"]), runs(sink), n(sink["rows_per_s"]), n(produce["messages_per_s"]), runs(produce),
+           sink["ratio_to_producer"]),
+        "",
+        "Load average before / after the run: %.2f / %.2f on %s CPUs; the broker, Spark and the references share "
+        "them. Details: `benchmarks/results/pulsar_spark.json`, [docs/spark.md](docs/spark.md#pulsar-performance)."
+        % (data["load_before"][0], data["load_after"][0], data["cpus"]),
+    ])
+
+
 def pulsar_section(results_dir: str) -> str | None:
     """pulsarfast beside the official client, written by benchmarks/pulsar_quick.py, if any."""
     path = os.path.join(results_dir, "pulsar_quick.json")
@@ -114,6 +151,9 @@ def section(results_dir: str, readme_dir: str) -> str:
     spark = spark_section(results_dir)
     if spark:
         parts.append(spark)
+    pulsar_spark = pulsar_spark_section(results_dir)
+    if pulsar_spark:
+        parts.append(pulsar_spark)
     pulsar = pulsar_section(results_dir)
     if pulsar:
         parts.append(pulsar)

@@ -175,7 +175,7 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
                 if time.monotonic() - waited_since < timeout:
                     continue
                 if _range_lost(config, partition, last_seen, end):
-                    return
+                    break  # (failOnDataLoss=false: what was read still goes to Spark)
                 raise Timeout("pulsar source: no message from %s for %d ms (pollTimeoutMs) while reading up to "
                               "%s; last read %s" % (partition, config.poll_timeout_ms, end, last_seen))
             waited_since = time.monotonic()
