@@ -196,15 +196,15 @@ def bench_reader(nsqd, topic: str, channel: str, messages: int) -> dict:
 # ----------------------------------------------------------------------------- source
 
 
-def _progress_time(progress: dict) -> float:
+def progress_time(progress: dict) -> float:
     """Epoch seconds of a progress event's trigger start."""
     stamp = datetime.datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
     return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
-def _batch_end(progress: dict) -> float:
+def batch_end(progress: dict) -> float:
     """Epoch seconds when a micro-batch ended (its rows in the sink, its commit log written)."""
-    return _progress_time(progress) + progress["durationMs"].get("triggerExecution", 0) / 1000.0
+    return progress_time(progress) + progress["durationMs"].get("triggerExecution", 0) / 1000.0
 
 
 def bench_source(spark, nsqd, topic: str, channel: str, messages: int, body_size: int, options: dict) -> dict:
@@ -229,8 +229,8 @@ def bench_source(spark, nsqd, topic: str, channel: str, messages: int, body_size
     # message, as the Reader's rate runs from its first message to its last;
     # with the query's start-up (start() -> first trigger) too, reported apart.
     # The run then waits available_now_idle_ms to see that nothing more comes.
-    last_row = max(_batch_end(p) for p in data_batches)
-    first_trigger = min(_progress_time(p) for p in progress)
+    last_row = max(batch_end(p) for p in data_batches)
+    first_trigger = min(progress_time(p) for p in progress)
     to_last_row = last_row - first_trigger
     busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in data_batches)
     stats = nsqd.channel_stats(topic, channel)
@@ -280,8 +280,8 @@ def cold_start(address: str, topic: str, channel: str, messages: int, options: d
         progress = query.recentProgress
         total = sum(p["numInputRows"] for p in progress)
         data_batches = [p for p in progress if p["numInputRows"]]
-        first_trigger = min(_progress_time(p) for p in progress)
-        last_row = max(_batch_end(p) for p in data_batches)
+        first_trigger = min(progress_time(p) for p in progress)
+        last_row = max(batch_end(p) for p in data_batches)
         end_wall = time.time()
         start_wall = end_wall - (ended - starting)
         return {
@@ -393,7 +393,7 @@ def bench_latency(spark, nsqd, rate: int, seconds: float, warmup: float, body_si
     for r in rows:
         per_stamp[r.batch_s] += 1
     assert [per_stamp[s] for s in stamps] == [p["numInputRows"] for p in data], "rows do not match the batches"
-    end_of = {s: _batch_end(p) for s, p in zip(stamps, data)}
+    end_of = {s: batch_end(p) for s, p in zip(stamps, data)}
     first_counted = min(r.published_ns for r in rows) / 1e9 + warmup
     latencies = [end_of[r.batch_s] - r.published_ns / 1e9 for r in rows if r.published_ns / 1e9 >= first_counted]
     return {

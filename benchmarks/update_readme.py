@@ -16,6 +16,10 @@ START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
 
 
+def _thousands(value) -> str:
+    return format(value, ",") if isinstance(value, int) else str(value)
+
+
 def spark_section(results_dir: str) -> str | None:
     """The nsq.spark figures written by benchmarks/bench_spark.py, if any."""
     path = os.path.join(results_dir, "spark.json")
@@ -25,9 +29,7 @@ def spark_section(results_dir: str) -> str | None:
         data = json.load(f)
     sink, source = data["sink"], data["source"]
     reader, latency = data.get("reader") or {}, data.get("latency") or {}
-
-    def n(value) -> str:
-        return format(value, ",") if isinstance(value, int) else str(value)
+    n = _thousands
 
     lines = [
         "#### Spark (nsq.spark, `%s`, PySpark %s, source options at their defaults)" % (data["master"], data["pyspark"]),
@@ -90,8 +92,7 @@ def pulsar_spark_section(results_dir: str) -> str | None:
     source, sink = data["source"], data["sink"]
     consume, produce = data["consume"], data["produce"]
 
-    def n(value) -> str:
-        return format(value, ",") if isinstance(value, int) else str(value)
+    n = _thousands
 
     def runs(entry: dict) -> str:
         return ", ".join(n(r) for r in entry.get("runs", []))
@@ -102,17 +103,21 @@ def pulsar_spark_section(results_dir: str) -> str | None:
         "",
         "| what | measured | reference (pulsarfast, same broker) | ratio | target |",
         "|---|---:|---:|---:|---:|",
-        "| source: `readStream.format(\"pulsar\")`, availableNow into `noop`, %s messages, `start()` to its end "
-        "(runs: %s) | %s msgs/s | consumer, receive + acknowledge: %s msgs/s (runs: %s) | %.2f | 0.5 |"
+        "| source: `readStream.format(\"pulsar\")`, availableNow into `noop`, %s messages, first micro-batch "
+        "to the last row (runs: %s) | %s msgs/s | consumer, receive + acknowledge: %s msgs/s (runs: %s) | %.2f | "
+        "0.5 |"
         % (n(source["messages"]), runs(source), n(source["messages_per_s"]), n(consume["messages_per_s"]),
            runs(consume), source["ratio_to_consumer"]),
+        "| the same from `start()` to the query's end, start-up included (runs: %s) | %s msgs/s | | %.2f | |"
+        % (", ".join(n(r) for r in source.get("runs_with_start_up", [])), n(source["messages_per_s_with_start_up"]),
+           source["ratio_with_start_up"]),
         "| sink: `df.write.format(\"pulsar\")`, %s rows (runs: %s) | %s rows/s | batched produce: %s msgs/s "
         "(runs: %s) | %.2f | 0.5 |"
         % (n(sink["messages"]), runs(sink), n(sink["rows_per_s"]), n(produce["messages_per_s"]), runs(produce),
            sink["ratio_to_producer"]),
         "",
-        "Load average before / after the run: %.2f / %.2f on %s CPUs; the broker, Spark and the references share "
-        "them. Details: `benchmarks/results/pulsar_spark.json`, [docs/spark.md](docs/spark.md#pulsar-performance)."
+        "Every figure is the median of its runs. Load average before / after the run: %.2f / %.2f on %s CPUs; the "
+        "broker, Spark and the references share them. Details: `benchmarks/results/pulsar_spark.json`, [docs/spark.md](docs/spark.md#pulsar-performance)."
         % (data["load_before"][0], data["load_after"][0], data["cpus"]),
     ])
 

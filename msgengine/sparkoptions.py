@@ -1,14 +1,15 @@
-"""Reading a Spark data source's options: Spark hands them over as strings
-under case-insensitive keys; ``OptionReader`` turns them into checked Python
-values and raises the data source's own error class, with a message that
-names the option. Shared by ``nsq.spark`` and ``pulsarfast.spark``, each of
-which subclasses it to name its format and its error. Nothing here imports
-pyspark.
+"""What a Spark data source of ours does with what Spark hands it: its options,
+strings under case-insensitive keys, which ``OptionReader`` turns into checked
+Python values (raising the data source's own error class, with a message that
+names the option); the columns a user schema picks (``pick_columns``); and the
+check that pyspark is there (``require_pyspark``). Shared by ``nsq.spark`` and
+``pulsarfast.spark``, each of which names its format and its error. Nothing
+here imports pyspark.
 """
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -86,3 +87,33 @@ class OptionReader:
         else:
             items = _SPLIT.split(str(value).strip())
         return [item for item in items if item]
+
+
+def pick_columns(schema: Any, types: Mapping[str, Any], error: type[Exception], source: str) -> list[tuple[str, str]]:
+    """(name as given, source column) pairs to produce: every column when schema is None, else
+    the user schema's fields (a pyspark StructType), each one of the source's own columns (types:
+    name -> Spark type), in any order and letter case."""
+    if schema is None:
+        return [(name, name) for name in types]
+    names = []
+    for f in schema.fields:
+        expected = types.get(f.name.lower())
+        if expected is None:
+            raise error("the %s source has no column %r; its columns are %s" % (source, f.name, ", ".join(types)))
+        if f.dataType != expected:
+            raise error("the %s source's column %r is %s, not %s"
+                        % (source, f.name, expected.simpleString(), f.dataType.simpleString()))
+        names.append((f.name, f.name.lower()))
+    return names
+
+
+def require_pyspark(package: str, modules: Sequence[str] = ("pyarrow", "pyspark.sql.datasource")) -> None:
+    """ImportError naming the extra to install when pyspark (4.2+) or pyarrow is missing."""
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("%s needs pyspark>=4.2 and pyarrow: pip install 'nsqfast[spark]' (%s)"
+                              % (package, exc)) from exc

@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from msgengine.sparkoptions import require_pyspark
+
 __all__ = [
     "NsqDataSource",
     "register",
@@ -45,13 +47,7 @@ _WHERE = {
 
 
 def _require_pyspark() -> None:
-    try:
-        import pyarrow  # noqa: F401
-        import pyspark.sql.datasource  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "nsq.spark needs pyspark>=4.2 and pyarrow: pip install 'nsqfast[spark]' (%s)" % (exc,)
-        ) from exc
+    require_pyspark("nsq.spark")
 
 
 def __getattr__(name: str) -> Any:

@@ -34,6 +34,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType, TimestampType
 
+from msgengine.sparkoptions import pick_columns
+
 from . import columns as arrow_columns
 from ._options import NsqOptionError, SourceConfig
 from .consumer import Chunk, Consumer
@@ -61,21 +63,7 @@ NO_ROW_LIMIT = 2**31 - 1
 def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
     """(name as given, source column) pairs to produce; a user schema may only
     pick the source's own columns, in any order and letter case."""
-    if schema is None:
-        return [(name, name) for name in SOURCE_SCHEMA.fieldNames()]
-    names = []
-    for f in schema.fields:
-        expected = _COLUMN_TYPES.get(f.name.lower())
-        if expected is None:
-            raise NsqOptionError(
-                "the nsq source has no column %r; its columns are %s" % (f.name, ", ".join(_COLUMN_TYPES))
-            )
-        if f.dataType != expected:
-            raise NsqOptionError(
-                "the nsq source's column %r is %s, not %s" % (f.name, expected.simpleString(), f.dataType.simpleString())
-            )
-        names.append((f.name, f.name.lower()))
-    return names
+    return pick_columns(schema, _COLUMN_TYPES, NsqOptionError, "nsq")
 
 
 def _log_failure(future: Future) -> None:

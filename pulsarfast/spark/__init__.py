@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from msgengine.sparkoptions import require_pyspark
+
 __all__ = [
     "PulsarDataSource",
     "register",
@@ -52,13 +54,7 @@ _WITHOUT_PYSPARK = {"options"}
 
 
 def _require_pyspark() -> None:
-    try:
-        import pyarrow  # noqa: F401
-        import pyspark.sql.datasource  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "pulsarfast.spark needs pyspark>=4.2 and pyarrow: pip install 'nsqfast[spark]' (%s)" % (exc,)
-        ) from exc
+    require_pyspark("pulsarfast.spark")
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,7 @@ import enum
 import inspect
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from msgengine.sparkoptions import OptionReader

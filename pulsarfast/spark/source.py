@@ -34,6 +34,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from msgengine.sparkoptions import pick_columns
+
 from .options import PulsarOptionError, SourceConfig
 from .planner import Planner, Range
 from .positions import Position, offsets_from_json, offsets_to_json
@@ -58,19 +60,7 @@ _COLUMN_TYPES = {f.name: f.dataType for f in SOURCE_SCHEMA.fields}
 def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
     """(name as given, source column) pairs to produce: a user schema may pick the source's own
     columns, in any order and letter case."""
-    if schema is None:
-        return [(name, name) for name in SOURCE_SCHEMA.fieldNames()]
-    names = []
-    for f in schema.fields:
-        expected = _COLUMN_TYPES.get(f.name.lower())
-        if expected is None:
-            raise PulsarOptionError("the pulsar source has no column %r; its columns are %s"
-                                    % (f.name, ", ".join(_COLUMN_TYPES)))
-        if f.dataType != expected:
-            raise PulsarOptionError("the pulsar source's column %r is %s, not %s"
-                                    % (f.name, expected.simpleString(), f.dataType.simpleString()))
-        names.append((f.name, f.name.lower()))
-    return names
+    return pick_columns(schema, _COLUMN_TYPES, PulsarOptionError, "pulsar")
 
 
 class PulsarRange(InputPartition):

@@ -14,14 +14,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import time
 import uuid
 
 import pytest
 
 from tests.support.servers import REPO_ROOT, wait_until
-from tests.support.spark_processes import jvm_pid, require_spark, source_runner_pids
+from tests.support.spark_processes import kill_source_runner, require_spark
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("spark")]
 
@@ -168,9 +167,7 @@ def test_query_killed_and_restarted_puts_every_message_once_in_the_output(spark,
     try:
         wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 80_000, timeout=120,
                    interval=0.05)
-        pids = source_runner_pids(jvm_pid(spark))
-        assert len(pids) == 1, pids
-        os.kill(pids[0], signal.SIGKILL)
+        kill_source_runner(spark)
         with pytest.raises(StreamingQueryException):
             query.awaitTermination(60)
         assert not query.isActive

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import threading
 import time
 import uuid
@@ -17,7 +16,7 @@ import uuid
 import pytest
 
 from tests.support.servers import REPO_ROOT, wait_until
-from tests.support.spark_processes import jvm_pid, require_spark, source_runner_pids
+from tests.support.spark_processes import kill_source_runner, require_spark
 
 # (one worker runs the module, on one SparkSession, while the others go on)
 pytestmark = [pytest.mark.timeout(240), pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("spark")]
@@ -241,9 +240,7 @@ def test_stream_read_killed_and_restarted(spark, nsqd, topic, tmp_path, capsys):
     query = _read_query(spark, nsqd, topic, channel, checkpoint, sink_path=out, **options)
     try:
         wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 4500, timeout=90, interval=0.05)
-        pids = source_runner_pids(jvm_pid(spark))
-        assert len(pids) == 1, pids
-        os.kill(pids[0], signal.SIGKILL)
+        kill_source_runner(spark)
         with pytest.raises(StreamingQueryException):
             query.awaitTermination(60)
         assert not query.isActive

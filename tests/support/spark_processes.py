@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 
 import pytest
 
@@ -54,3 +55,11 @@ def require_spark() -> None:
         if os.environ.get("NSQ_REQUIRE_SPARK", "").strip() not in ("", "0"):
             pytest.fail("Spark tests required (NSQ_REQUIRE_SPARK=1) but %s" % reason, pytrace=False)
         pytest.skip("Spark tests skipped: %s" % reason, allow_module_level=True)
+
+
+def kill_source_runner(spark) -> None:
+    """SIGKILL the one process of spark's JVM that runs a streaming source's driver-side reader
+    (the query then fails, as after a crash of that process)."""
+    pids = source_runner_pids(jvm_pid(spark))
+    assert len(pids) == 1, "expected one source runner process, found %r" % pids
+    os.kill(pids[0], signal.SIGKILL)
