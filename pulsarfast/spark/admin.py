@@ -2,7 +2,8 @@
 makes on the driver: a topic's partition count, a namespace's topics (for
 ``topicsPattern``), a partition's ledgers (``internalStats``: where its
 entries are, what retention has trimmed), the message id at a publish time,
-and a durable subscription's creation and cursor moves. Plain ``http.client``
+a durable subscription's creation and cursor moves, and a topic's registered
+schema. Plain ``http.client``
 requests (one connection per call), with the client's authentication as an
 ``Authorization`` header and its TLS settings for ``https://``.
 """
@@ -131,6 +132,12 @@ class Admin:
         entry when none is)."""
         answer = self.request("GET", "/admin/v2/%s/messageid/%d" % (topic_path(partition), timestamp_ms))
         return Position(int(answer["ledgerId"]), int(answer["entryId"]))
+
+    def schema(self, topic: str) -> dict | None:
+        """The topic's latest registered schema (``{"type", "data", ...}``), or None without one."""
+        rest = topic.partition("://")[2]
+        return self.request("GET", "/admin/v2/schemas/%s/schema" % "/".join(
+            rest.split("/")[:-1] + [urllib.parse.quote(rest.split("/")[-1], safe="")]), missing_ok=True)
 
     def subscriptions(self, partition: str) -> list[str]:
         return list(self.request("GET", "/admin/v2/%s/subscriptions" % topic_path(partition)) or [])

@@ -3,12 +3,29 @@ the batch and streaming readers (``source``) and writers (``sink``) from
 Spark's options."""
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Mapping
+
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from .options import SourceConfig
+from .admin import Admin
+from .options import PulsarOptionError, SourceConfig
 from .sink import PulsarStreamWriter, PulsarWriter, SinkConfig
-from .source import SOURCE_SCHEMA, PulsarBatchReader, PulsarStreamReader, check_schema
+from .source import PulsarBatchReader, PulsarStreamReader, check_schema, source_schema
+from .values import ValueSchema
+
+
+def source_config(options: Mapping[str, Any], streaming: bool) -> SourceConfig:
+    """The source's settings, with the topic's schema fetched when valueSchema=topic."""
+    config = SourceConfig.from_options(options, streaming=streaming)
+    if config.decode_values:
+        topic = config.topics[0]
+        answer = Admin(config.client.admin_settings(), config.client.authentication()).schema(topic)
+        if answer is None:
+            raise PulsarOptionError("option 'valueSchema=topic': %s has no schema registered" % topic)
+        config = dataclasses.replace(config, value_schema=ValueSchema.from_registry(answer, topic))
+    return config
 
 
 class PulsarDataSource(DataSource):
@@ -19,13 +36,15 @@ class PulsarDataSource(DataSource):
         return "pulsar"
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return source_schema(source_config(self.options, streaming=False))
 
     def reader(self, schema: StructType) -> PulsarBatchReader:
-        return PulsarBatchReader(SourceConfig.from_options(self.options, streaming=False), check_schema(schema))
+        config = source_config(self.options, streaming=False)
+        return PulsarBatchReader(config, check_schema(schema, config))
 
     def streamReader(self, schema: StructType) -> PulsarStreamReader:
-        return PulsarStreamReader(SourceConfig.from_options(self.options), check_schema(schema))
+        config = source_config(self.options, streaming=True)
+        return PulsarStreamReader(config, check_schema(schema, config))
 
     def writer(self, schema: StructType, overwrite: bool) -> PulsarWriter:
         return PulsarWriter(SinkConfig.from_options(self.options, schema))

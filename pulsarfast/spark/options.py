@@ -244,6 +244,10 @@ class SourceConfig:
     poll_timeout_ms: int
     receiver_queue_size: int
     rows_per_batch: int
+    #: valueSchema=topic: decode values by the topic's registered schema (fetched on the driver)
+    decode_values: bool = False
+    #: that schema (a values.ValueSchema), once fetched
+    value_schema: Any = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], streaming: bool = True) -> "SourceConfig":
@@ -269,6 +273,13 @@ class SourceConfig:
         timestamp = opts.get_int("startingTimestamp", -1, minimum=0) if "startingTimestamp" in opts else None
         max_entries = opts.get_int("maxMessagesPerTrigger", 0, minimum=1) if "maxMessagesPerTrigger" in opts else None
         min_entries = opts.get_int("minMessagesPerTrigger", 0, minimum=1) if "minMessagesPerTrigger" in opts else None
+        value_schema = (opts.get_str("valueSchema") or "none").lower()
+        if value_schema not in ("none", "topic"):
+            raise PulsarOptionError("option 'valueSchema' must be 'none' or 'topic' (decode values by the topic's "
+                                    "registered AVRO or JSON schema), not %r" % opts.get_str("valueSchema"))
+        if value_schema == "topic" and len(topics) != 1:
+            raise PulsarOptionError("option 'valueSchema=topic' needs one topic (option 'topic'): its schema "
+                                    "makes the columns")
         if "endingOffsets" in opts and streaming:
             raise PulsarOptionError("option 'endingOffsets' is for batch queries (spark.read), not streams")
         return cls(
@@ -287,4 +298,5 @@ class SourceConfig:
             poll_timeout_ms=opts.get_int("pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS, minimum=1),
             receiver_queue_size=opts.get_int("receiverQueueSize", DEFAULT_RECEIVER_QUEUE, minimum=1),
             rows_per_batch=opts.get_int("rowsPerArrowBatch", DEFAULT_ROWS_PER_ARROW_BATCH, minimum=1),
+            decode_values=value_schema == "topic",
         )

@@ -27,6 +27,7 @@ from ..message import MessageId
 from .admin import Admin
 from .options import ClientOptions, DataLossError, SourceConfig
 from .positions import BEFORE_FIRST, Ledgers, Position
+from .values import ValueDecoder
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +96,13 @@ def start_id(start: Position, index: int) -> MessageId:
 
 
 class _Rows:
-    """The columns of the rows read so far."""
+    """The columns of the rows read so far (decoded: the value's fields and their Arrow types)."""
 
-    def __init__(self, columns: list[str], topic: str, index: int) -> None:
+    def __init__(self, columns: list[str], topic: str, index: int, decoded: dict[str, pa.DataType]) -> None:
         self.columns = columns
         self.topic = topic
         self.index = index
+        self.decoded_types = decoded
         self.clear()
 
     def clear(self) -> None:
@@ -110,6 +112,7 @@ class _Rows:
         self.published: list[int] = []
         self.events: list[Any] = []
         self.properties: list[Any] = []
+        self.decoded: list[dict | None] = []
 
     def __len__(self) -> int:
         return len(self.values)
@@ -134,8 +137,11 @@ class _Rows:
             elif name == "event_time":
                 arrays.append(pa.array(self.events, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
                               .cast(ARROW_TYPES["event_time"]))
-            else:
+            elif name == "properties":
                 arrays.append(pa.array(self.properties, ARROW_TYPES["properties"]))
+            else:  # a field of the decoded value
+                arrays.append(pa.array([None if d is None else d.get(name) for d in self.decoded],
+                                       self.decoded_types[name]))
         self.clear()
         return pa.RecordBatch.from_arrays(arrays, names=self.columns)
 
@@ -153,7 +159,13 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
     except PulsarException:
         drop_client(config.client)
         raise
-    rows = _Rows(columns, topic, index)
+    decoder = None
+    decoded_types: dict[str, pa.DataType] = {}
+    if config.value_schema is not None:
+        decoded_types = {name: kind for name, kind in config.value_schema.fields() if name in columns}
+        if decoded_types:
+            decoder = ValueDecoder(config.value_schema)
+    rows = _Rows(columns, topic, index, decoded_types)
     want_key = "key" in columns
     want_id = "message_id" in columns
     want_props = "properties" in columns
@@ -195,7 +207,10 @@ def read_range(config: SourceConfig, partition: str, topic: str, index: int, sta
                         last_seen = position = Position(*key)
                 if skip:
                     continue
-                values.append(message.data())
+                data = message.data()
+                values.append(data)
+                if decoder is not None:
+                    rows.decoded.append(decoder(data))
                 if want_key:
                     rows.keys.append(message.partition_key() or None)
                 if want_id:

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -57,10 +58,33 @@ SOURCE_SCHEMA = StructType([
 _COLUMN_TYPES = {f.name: f.dataType for f in SOURCE_SCHEMA.fields}
 
 
-def check_schema(schema: StructType | None) -> list[tuple[str, str]]:
+def value_fields(config: SourceConfig) -> list[StructField]:
+    """The columns of the decoded value's fields (valueSchema=topic), after the source's own."""
+    if config.value_schema is None:
+        return []
+    fields = []
+    for name, kind in config.value_schema.fields():
+        if name.lower() in _COLUMN_TYPES:
+            raise PulsarOptionError("the value's field %r has the name of one of the pulsar source's columns (%s): "
+                                    "read the value as binary instead (no valueSchema)" % (name, ", ".join(_COLUMN_TYPES)))
+        fields.append(StructField(name, from_arrow_type(kind)))
+    return fields
+
+
+def source_schema(config: SourceConfig) -> StructType:
+    """The rows the source produces for these settings: its columns, then the value's fields."""
+    return StructType(SOURCE_SCHEMA.fields + value_fields(config))
+
+
+def check_schema(schema: StructType | None, config: SourceConfig | None = None) -> list[tuple[str, str]]:
     """(name as given, source column) pairs to produce: a user schema may pick the source's own
-    columns, in any order and letter case."""
-    return pick_columns(schema, _COLUMN_TYPES, PulsarOptionError, "pulsar")
+    columns (and the value's fields), in any order and letter case."""
+    types = dict(_COLUMN_TYPES)
+    if config is not None:
+        types.update((f.name.lower(), f.dataType) for f in value_fields(config))
+    if schema is None and config is not None:
+        schema = source_schema(config)
+    return pick_columns(schema, types, PulsarOptionError, "pulsar")
 
 
 class PulsarRange(InputPartition):

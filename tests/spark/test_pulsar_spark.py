@@ -363,3 +363,48 @@ def test_example_pipeline_pulsar_to_nsq_and_back(spark, pulsar_broker, nsqd, tmp
     for r in rows:
         by_sensor.setdefault(r.key, set()).add(r.partition)
     assert all(len(parts) == 1 for parts in by_sensor.values())
+
+
+# ----------------------------------------------------------------------------- valueSchema
+
+
+def test_value_schema_topic_decodes_avro_and_json_values_into_columns(spark, pulsar_broker):
+    from pulsarfast.schema import Array, AvroSchema, Boolean, Double, Integer, JsonSchema, Map, Record, String
+
+    class Reading(Record):
+        sensor = String()
+        count = Integer()
+        celsius = Double()
+        tags = Array(String())
+        attrs = Map(String())
+        ok = Boolean()
+
+    client = pulsarfast.Client(pulsar_broker.service_url, backend="threads", operation_timeout_seconds=30)
+    topics = {}
+    try:
+        for kind, schema in (("avro", AvroSchema(Reading)), ("json", JsonSchema(Reading))):
+            topic = _name("spark_" + kind)
+            producer = client.create_producer(topic, schema=schema)
+            for i in range(20):
+                producer.send(Reading(sensor="s%d" % i, count=i, celsius=i / 2, tags=["t%d" % i],
+                                      attrs={"k": str(i)}, ok=i % 2 == 0))
+            producer.close()
+            topics[kind] = topic
+    finally:
+        client.close()
+    for kind, topic in topics.items():
+        df = _reader(spark, pulsar_broker).option("topic", topic).option("valueSchema", "topic").load()
+        assert df.columns[:8] == [f.name for f in SOURCE_SCHEMA.fields]
+        assert df.columns[8:] == ["sensor", "count", "celsius", "tags", "attrs", "ok"]
+        assert dict(df.dtypes)["count"] == "int" and dict(df.dtypes)["attrs"] == "map<string,string>"
+        rows = sorted(df.select("sensor", "count", "celsius", "tags", "attrs", "ok").collect(), key=lambda r: r["count"])
+        assert [(r.sensor, r["count"], r.celsius, r.tags, r.attrs, r.ok) for r in rows] == [
+            ("s%d" % i, i, i / 2, ["t%d" % i], {"k": str(i)}, i % 2 == 0) for i in range(20)], kind
+        # a user schema may pick fields and columns
+        picked = _reader(spark, pulsar_broker).schema("celsius double, key string").option("topic", topic) \
+            .option("valueSchema", "topic").load()
+        assert sorted(r.celsius for r in picked.collect()) == [i / 2 for i in range(20)]
+    with pytest.raises(Exception, match="has no schema registered"):
+        plain = _name("spark_plain")
+        produce(pulsar_broker, plain, [b"x"], batch=1)
+        _reader(spark, pulsar_broker).option("topic", plain).option("valueSchema", "topic").load()
