@@ -188,8 +188,9 @@ cdef inline _resolve(object waiter, object source, object result):
 
 
 cdef class LaneAnswer:
-    """The answer to a lane's command: resolves the waiter (or each of the
-    list of waiters) it carried, then lets the lane send its next batch."""
+    """The answer to a lane's command: lets the lane send its next batch,
+    then resolves the waiter (or each of the list of waiters) it carried (the
+    next command is on its way to nsqd while they wake up)."""
 
     cdef public object callback
     cdef public object event
@@ -208,13 +209,15 @@ cdef class LaneAnswer:
 
     cpdef resolve(self, source, result):
         self.result = result
-        waiters = self.waiters
-        if isinstance(waiters, list):
-            for waiter in <list>waiters:
-                _resolve(waiter, source, result)
-        else:
-            _resolve(waiters, source, result)
-        self.lane.next_batch()
+        try:
+            self.lane.next_batch()  # (first: nsqd works on it while the callers wake up)
+        finally:
+            waiters = self.waiters
+            if isinstance(waiters, list):
+                for waiter in <list>waiters:
+                    _resolve(waiter, source, result)
+            else:
+                _resolve(waiters, source, result)
 
 
 # --- lanes ----------------------------------------------------------------------------
@@ -404,7 +407,7 @@ cdef class Publisher:
         name = check_topic(topic)
         cdef _Topic entry = _Topic.__new__(_Topic)
         entry.name = name
-        entry.counts = self._counts_for(name)
+        entry.counts = None  # (made once the first body passed, as the Writer's stats() show them)
         if len(self._topics) < 4096:  # (publishers reuse a few topics)
             self._topics[topic] = entry
         return entry
@@ -436,6 +439,8 @@ cdef class Publisher:
             self._in_this_process()
             self._generation = generation
         counts = entry.counts
+        if counts is None:
+            counts = entry.counts = self._counts_for(entry.name)
         backend = self.backend
         if not backend.in_backend_context():
             return self._elsewhere(entry.name, body, counts)
@@ -471,7 +476,7 @@ cdef class Publisher:
                     blocking.discard(waiter)
                 result = waiter.result
                 if type(result) is bytes:  # (nsqd's OK: the common case first)
-                    entry.counts.published += 1
+                    counts.published += 1
                     return result
                 if result is None:
                     raise TimeoutError(
@@ -483,7 +488,7 @@ cdef class Publisher:
                     continue
                 if isinstance(result, BaseException):
                     raise result
-                entry.counts.published += 1
+                counts.published += 1
                 return result
         except BaseException:
             counts.errors += 1

@@ -128,8 +128,9 @@ class TopicLane:
 
 
 class LaneAnswer(Pending):
-    """The answer to a lane's command: resolves the waiter (or each of the
-    list of waiters) it carried, then lets the lane send its next batch."""
+    """The answer to a lane's command: lets the lane send its next batch,
+    then resolves the waiter (or each of the list of waiters) it carried (the
+    next command is on its way to nsqd while they wake up)."""
 
     __slots__ = ("lane", "waiters")
 
@@ -140,17 +141,20 @@ class LaneAnswer(Pending):
 
     def resolve(self, source: Any, result: Any) -> None:
         self.result = result
-        waiters = self.waiters
-        if isinstance(waiters, list):
-            for waiter in waiters:
-                waiter.resolve(source, result)
-        else:
-            waiters.resolve(source, result)
-        self.lane.next_batch()
+        try:
+            self.lane.next_batch()  # (first: nsqd works on it while the callers wake up)
+        finally:
+            waiters = self.waiters
+            if isinstance(waiters, list):
+                for waiter in waiters:
+                    waiter.resolve(source, result)
+            else:
+                waiters.resolve(source, result)
 
 
 class _Topic:
-    """What a Publisher keeps per topic, as the caller named it: the checked name and its counts."""
+    """What a Publisher keeps per topic, as the caller named it: the checked name and its counts
+    (None until a publish to it got past the checks)."""
 
     __slots__ = ("name", "counts")
 
@@ -246,8 +250,7 @@ class Publisher:
     # -- the blocking publish -----------------------------------------------
 
     def _topic(self, topic: Any) -> _Topic:
-        name = check_topic(topic)
-        entry = _Topic(name, self._counts_for(name))
+        entry = _Topic(check_topic(topic), None)
         if len(self._topics) < 4096:  # (publishers reuse a few topics)
             self._topics[topic] = entry
         return entry
@@ -269,6 +272,8 @@ class Publisher:
             self._in_this_process()
             self._generation = generation
         counts = entry.counts
+        if counts is None:  # (made once the first body passed, as the Writer's stats() show them)
+            counts = entry.counts = self._counts_for(entry.name)
         backend = self.backend
         if not backend.in_backend_context():
             return self._elsewhere(entry.name, body, counts)
