@@ -229,15 +229,15 @@ def nsqfast_asyncio_client(python: str, script: str) -> Client:
 
 
 def baseline_clients(python: str, gevent_patch: bool, tree: str) -> list[Client]:
-    """nsqfast (compiled) on gevent and threads from another checkout (--baseline TREE: a tree with
-    its extensions built in place), keyed "...-base": the code before a change, measured in the
-    same run and interleaved with it, by the same client script."""
+    """Every nsqfast client from another checkout (--baseline TREE: a tree with its extensions
+    built in place), keyed "...-base": the code before a change, measured in the same run and
+    interleaved with it, by the same client script."""
     clients = []
     for client in make_clients(python, gevent_patch):
-        if client.key not in ("nsqfast-cy-gevent", "nsqfast-cy-threads"):
+        if client.kind != "nsqfast":
             continue
         env = dict(client.env, PYTHONPATH=tree)
-        reason = probe_nsqfast(python, env, "cython")
+        reason = probe_nsqfast(python, env, client.expect_impl or "cython")
         clients.append(Client(**dict(
             client.__dict__, key=client.key + "-base", label=client.label + " (baseline)",
             env=env, available=not reason, reason=reason, module_prefix=tree + os.sep,
@@ -1637,8 +1637,8 @@ def main() -> int:
     p.add_argument("--out", default=RESULTS_DIR, help="where latest.json/.md/.png go")
     p.add_argument(
         "--baseline", default="",
-        help="another checkout (extensions built in place) whose nsqfast runs beside this one as the clients "
-             "nsqfast-cy-gevent-base and nsqfast-cy-threads-base: before/after in one run, interleaved",
+        help="another checkout (extensions built in place) whose nsqfast clients run beside this one's, keyed "
+             "KEY-base (nsqfast-cy-threads-base, ...): before/after in one run, interleaved",
     )
     args = p.parse_args()
     if args.repeats < 1:
