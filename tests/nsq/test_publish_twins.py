@@ -426,3 +426,12 @@ def test_publisher_lanes_are_forgotten_with_their_connection(impl):
     assert not publisher.lane_busy(a) and publisher.lane(a, TOPIC) is not lane
     publisher.reset()
     assert publisher.conns == [] and not publisher.lane_busy(b)
+
+
+def test_the_chooser_reexports_the_chosen_twin():
+    chosen = publishing.python_impl if publishing.IMPLEMENTATION == "python" else publishing.compiled_impl
+    assert publishing.IMPLEMENTATION in ("python", "cython")
+    for name in publishing.python_impl.__all__:
+        assert getattr(publishing, name) is getattr(chosen, name)
+    if publishing.compiled_impl is not None:
+        assert sorted(publishing.compiled_impl.__all__) == sorted(publishing.python_impl.__all__)
