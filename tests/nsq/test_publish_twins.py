@@ -383,7 +383,8 @@ def test_publisher_stories_tell_what_the_writer_promises(impl):
     error = scenario(impl, "server error")
     assert error["result"][:2] == ("raised", "BadTopicError") and error["counts"] == {TOPIC: (0, 1)}
     timeout = scenario(impl, "timeout")
-    assert timeout["result"] == ("raised", TimeoutError.__name__, "nsqd 127.0.0.1:4150 did not answer within 1.5s; "
+    assert timeout["result"] == ("raised", TimeoutError.__name__,
+                                 "nsqd 127.0.0.1:4150 did not answer within 1.5s; "
                                  "the message may or may not have been published")
     assert timeout["counts"] == {TOPIC: (0, 1)} and timeout["blocking"] == 0
     retried = scenario(impl, "closed, retried elsewhere")
