@@ -18,6 +18,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import resource
 import sys
 import threading
 import time
@@ -70,6 +71,7 @@ def main() -> None:
                 profiler.disable()
 
         main_profiler = None if args.no_profile or per_thread else cProfile.Profile()
+        usage = resource.getrusage(resource.RUSAGE_SELF)  # (every thread's, those that end too)
         started, cpu = time.perf_counter(), time.process_time()
         if main_profiler:
             main_profiler.enable()
@@ -80,11 +82,16 @@ def main() -> None:
             main_profiler.disable()
             profilers.append(main_profiler)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        switched = after.ru_nvcsw + after.ru_nivcsw - usage.ru_nvcsw - usage.ru_nivcsw
         total = share * publishers
         writer.close()
         print("%s %s (%d callers%s): %.0f msgs/s, %.1f us client CPU per message%s" % (
             args.backend, args.mode, publishers, ", patched" if args.patch else "", total / elapsed,
             cpu / total * 1e6, " (under cProfile)" if profilers else ""))
+        print("per message: %.1f us user, %.1f us system, %.2f context switches of the client's threads" % (
+            (after.ru_utime - usage.ru_utime) / total * 1e6, (after.ru_stime - usage.ru_stime) / total * 1e6,
+            switched / total))
         if profilers:
             stats = pstats.Stats(profilers[0])
             for profiler in profilers[1:]:
