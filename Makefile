@@ -13,12 +13,12 @@ PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
 .PHONY: install nsq pulsar wheel wheels test-pythons lint test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
-$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx pulsarfast/_wire.pyx msgengine/_buffer.pxd Makefile
+$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx nsq/_publish.pyx pulsarfast/_wire.pyx msgengine/_buffer.pxd Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet -e '.[spark]'
-	$(PY) -c "import nsq.codec as c, pulsarfast.wire as w, sys; print('nsq codec:', c.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython')"
+	$(PY) -c "import nsq.codec as c, nsq.publishing as p, pulsarfast.wire as w, sys; print('nsq codec:', c.IMPLEMENTATION, '- nsq publish path:', p.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or p.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython')"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -159,4 +159,4 @@ reliability: install nsq pulsar
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
-	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/*.so pulsarfast/_wire.c pulsarfast/*.so *.egg-info
+	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/_publish.c nsq/*.so pulsarfast/_wire.c pulsarfast/*.so *.egg-info

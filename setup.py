@@ -1,4 +1,5 @@
-# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/_wire.pyx)
+# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/_wire.pyx) and
+# nsq's blocking publish path (nsq/_publish.pyx, twin nsq/_publish_py.py)
 # when a compiler is available, and installs the pure-Python package when it is
 # not, so that the twins (nsq/_frame_py.py, pulsarfast/_wire_py.py) carry them.
 # Both codecs cimport the reassembly buffer of msgengine/_buffer.pxd (inline
@@ -12,6 +13,7 @@ from setuptools.command.build_ext import build_ext
 #: the compiled modules and their Cython sources; each is optional
 PYX = {
     "nsq._frame": "nsq/_frame.pyx",
+    "nsq._publish": "nsq/_publish.pyx",
     "pulsarfast._wire": "pulsarfast/_wire.pyx",
 }
 #: the Cython declarations both cimport (listed so that a change rebuilds them)

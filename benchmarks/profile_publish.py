@@ -1,8 +1,16 @@
 """Profile the Writer's publish path (cProfile), the figures behind issue 6's
-notes on one-at-a-time and concurrent publishing.
+notes on one-at-a-time and concurrent publishing, and issue 35's on the
+compiled publish path.
 
     python benchmarks/profile_publish.py --backend gevent --mode sync
     python benchmarks/profile_publish.py --backend threads --mode concurrent --no-profile
+
+On threads every publishing thread runs a profiler of its own (cProfile sees
+only the thread that enabled it) and their figures are merged; under gevent
+one profiler sees every greenlet. ``--patch`` runs gevent after
+``monkey.patch_all()``, as ``make bench`` does. The figures include the
+Python calls per publish (every call the profiler saw, C functions too,
+divided by the messages published).
 """
 from __future__ import annotations
 
@@ -10,15 +18,13 @@ import argparse
 import cProfile
 import os
 import pstats
+import resource
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
-
-import nsq  # noqa: E402
-from msgengine.runtime import get_backend  # noqa: E402
-from tests.support.servers import Nsqd  # noqa: E402
 
 
 def main() -> None:
@@ -26,36 +32,73 @@ def main() -> None:
     parser.add_argument("--backend", choices=["gevent", "threads"], default="gevent")
     parser.add_argument("--mode", choices=["sync", "concurrent"], default="sync")
     parser.add_argument("--count", type=int, default=30_000)
+    parser.add_argument("--callers", type=int, default=None, help="concurrent mode: callers (default 64 greenlets, 8 threads)")
+    parser.add_argument("--patch", action="store_true", help="gevent: monkey.patch_all() first, as make bench does")
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
+    if args.patch and args.backend == "gevent":
+        from gevent import monkey
+
+        monkey.patch_all()
+    import nsq
+    from msgengine.runtime import get_backend
+    from tests.support.servers import Nsqd
+
     backend = get_backend(args.backend)
     body = b"x" * 100
     with Nsqd("--mem-queue-size=10000000") as nsqd:
         writer = nsq.Writer([nsqd.tcp_address], backend=args.backend)
         writer.wait_connected(10)
-        publishers = 1 if args.mode == "sync" else (64 if args.backend == "gevent" else 8)
+        for _ in range(200):  # warm up
+            writer.pub("profile", body)
+        publishers = 1 if args.mode == "sync" else (args.callers or (64 if args.backend == "gevent" else 8))
         share = args.count // publishers
+        profilers: list[cProfile.Profile] = []
+        lock = threading.Lock()
+        per_thread = args.backend == "threads" and not args.no_profile
 
         def publish() -> None:
+            profiler = None
+            if per_thread:
+                profiler = cProfile.Profile()
+                with lock:
+                    profilers.append(profiler)
+                profiler.enable()
             for _ in range(share):
                 writer.pub("profile", body)
+            if profiler:
+                profiler.disable()
 
-        profiler = None if args.no_profile else cProfile.Profile()
+        main_profiler = None if args.no_profile or per_thread else cProfile.Profile()
+        usage = resource.getrusage(resource.RUSAGE_SELF)  # (every thread's, those that end too)
         started, cpu = time.perf_counter(), time.process_time()
-        if profiler:
-            profiler.enable()
+        if main_profiler:
+            main_profiler.enable()
         tasks = [backend.spawn(publish) for _ in range(publishers)]
         for task in tasks:
             task.join()
-        if profiler:
-            profiler.disable()
+        if main_profiler:
+            main_profiler.disable()
+            profilers.append(main_profiler)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        switched = after.ru_nvcsw + after.ru_nivcsw - usage.ru_nvcsw - usage.ru_nivcsw
         total = share * publishers
         writer.close()
-        print("%s %s: %.0f msgs/s, %.1f us client CPU per message%s" % (
-            args.backend, args.mode, total / elapsed, cpu / total * 1e6, " (under cProfile)" if profiler else ""))
-        if profiler:
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        print("%s %s (%d callers%s): %.0f msgs/s, %.1f us client CPU per message%s" % (
+            args.backend, args.mode, publishers, ", patched" if args.patch else "", total / elapsed,
+            cpu / total * 1e6, " (under cProfile)" if profilers else ""))
+        print("per message: %.1f us user, %.1f us system, %.2f context switches of the client's threads" % (
+            (after.ru_utime - usage.ru_utime) / total * 1e6, (after.ru_stime - usage.ru_stime) / total * 1e6,
+            switched / total))
+        if profilers:
+            stats = pstats.Stats(profilers[0])
+            for profiler in profilers[1:]:
+                stats.add(profiler)
+            calls = sum(entry[1] for entry in stats.stats.values())  # type: ignore[attr-defined]
+            print("%.1f profiled calls per publish" % (calls / total))
+            stats.sort_stats("tottime").print_stats(args.top)
 
 
 if __name__ == "__main__":

@@ -181,12 +181,12 @@ def unavailable_reason(name: str) -> str:
     return ""
 
 
-_PROBES: dict[tuple[str, str], str] = {}
+_PROBES: dict[tuple[str, str, str], str] = {}
 
 
 def probe_nsqfast(python: str, env: dict[str, str], impl: str) -> str:
     """Why this interpreter cannot run nsqfast with codec impl ("" when it can)."""
-    key = (python, impl)
+    key = (python, impl, env.get("PYTHONPATH", ""))
     if key not in _PROBES:
         code = (
             "import nsq.codec as c, gevent, snappy; "
@@ -226,6 +226,23 @@ def nsqfast_asyncio_client(python: str, script: str) -> Client:
         concurrency_note="64 coroutines",
         concurrency_unit="coroutines",
     )
+
+
+def baseline_clients(python: str, gevent_patch: bool, tree: str) -> list[Client]:
+    """Every nsqfast client from another checkout (--baseline TREE: a tree with its extensions
+    built in place), keyed "...-base": the code before a change, measured in the same run and
+    interleaved with it, by the same client script."""
+    clients = []
+    for client in make_clients(python, gevent_patch):
+        if client.kind != "nsqfast":
+            continue
+        env = dict(client.env, PYTHONPATH=tree)
+        reason = probe_nsqfast(python, env, client.expect_impl or "cython")
+        clients.append(Client(**dict(
+            client.__dict__, key=client.key + "-base", label=client.label + " (baseline)",
+            env=env, available=not reason, reason=reason, module_prefix=tree + os.sep,
+        )))
+    return clients
 
 
 def make_clients(python: str, gevent_patch: bool) -> list[Client]:
@@ -653,6 +670,8 @@ class Bench:
         self.records: dict[str, dict[str, dict]] = {}
         self.rejections: list[dict] = []
         self.clients = make_clients(args.python, not args.gevent_no_patch)
+        if args.baseline:
+            self.clients += baseline_clients(args.python, not args.gevent_no_patch, os.path.abspath(args.baseline))
         if args.clients:
             wanted = set(args.clients.split(","))
             self.clients = [c for c in self.clients if c.key in wanted]
@@ -1616,6 +1635,11 @@ def main() -> int:
     p.add_argument("--min-rate", type=float, default=2000.0, help="... plus count / this rate")
     p.add_argument("--give-up-after", type=int, default=4, help="skip a client's workloads of one mode after this many rejected runs in a row")
     p.add_argument("--out", default=RESULTS_DIR, help="where latest.json/.md/.png go")
+    p.add_argument(
+        "--baseline", default="",
+        help="another checkout (extensions built in place) whose nsqfast clients run beside this one's, keyed "
+             "KEY-base (nsqfast-cy-threads-base, ...): before/after in one run, interleaved",
+    )
     args = p.parse_args()
     if args.repeats < 1:
         p.error("--repeats must be at least 1")

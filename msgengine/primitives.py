@@ -32,6 +32,10 @@ def original(module: str, name: str) -> Any:
     return getattr(sys.modules[module] if module in sys.modules else __import__(module), name)
 
 
+#: the original _thread.allocate_lock, once os_lock() found it (a builtin: patching never replaces it)
+_allocate_lock: Any = None
+
+
 def os_thread_ident() -> int:
     """The OS thread's id, also under monkey patching (where get_ident names a greenlet)."""
     return original("_thread", "get_ident")()
@@ -117,8 +121,8 @@ class LockWaiter:
     __slots__ = ("_lock",)
 
     def __init__(self) -> None:
-        self._lock = os_lock()
-        self._lock.acquire()
+        self._lock = lock = (_allocate_lock or os_lock)()
+        lock.acquire()
 
     def set(self) -> None:
         try:
@@ -134,7 +138,13 @@ class LockWaiter:
 
 def os_lock() -> Any:
     """A plain mutex for OS threads, never a monkey-patched (greenlet) one."""
-    return original("_thread", "allocate_lock")()
+    global _allocate_lock
+    allocate = _allocate_lock
+    if allocate is None:
+        allocate = original("_thread", "allocate_lock")
+        if type(allocate) is type(_thread.get_ident):  # (the builtin, not a patch: it stays the original)
+            _allocate_lock = allocate
+    return allocate()
 
 
 def start_os_thread(fn: Callable[[], Any]) -> None:

@@ -55,14 +55,17 @@ class Twins(NamedTuple):
     python_impl: ModuleType
 
 
-def load_twins(compiled_name: str, python_impl: ModuleType, logger_name: str, missing_message: str) -> Twins:
+def load_twins(
+    compiled_name: str, python_impl: ModuleType, logger_name: str, missing_message: str, warn: bool = True
+) -> Twins:
     """Import the compiled module compiled_name (its absolute name) and choose
     between it and python_impl: the pure twin when the environment forces it
     (see the module docstring) or the compiled one is missing.
 
     A missing compiled module not asked for is logged as a WARNING on the
     logger logger_name, once per compiled_name: missing_message is the log
-    message, its one ``%s`` the ImportError.
+    message, its one ``%s`` the ImportError. ``warn=False``: no warning (a
+    chooser whose missing module another chooser's warning already covers).
     """
     compiled_impl: ModuleType | None
     error: ImportError | None = None
@@ -72,7 +75,7 @@ def load_twins(compiled_name: str, python_impl: ModuleType, logger_name: str, mi
         compiled_impl = None
         error = exc
     forced = pure_python_forced()
-    if compiled_impl is None and not forced:
+    if compiled_impl is None and not forced and warn:
         with _warned_lock:
             first = compiled_name not in _warned
             _warned.add(compiled_name)

@@ -2,8 +2,9 @@
 blocking calls that return only when nsqd has the message, publishes
 pipelined from any number of callers, spread over several nsqd kept
 connected by a ``msgengine.supervisor.Supervisor``, and concurrent PUBs to
-one topic joined into one MPUB (``_TopicLane``). It counts what it
-published and what failed, per topic (``stats()``).
+one topic joined into one MPUB (the lanes of ``nsq.publishing``, which also
+holds the blocking ``pub``'s path to the connection and back, compiled or
+pure). It counts what it published and what failed, per topic (``stats()``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from msgengine.runtime import (
 )
 from msgengine.supervisor import Supervisor
 
-from . import client, codec, events, loops
+from . import client, codec, events, loops, publishing
 from .config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, Config, WriterSettings
 from .conn import MAX_DELAY_MS, Connection
 from .errors import (
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 Callback = Callable[[Any, Any], None]
 
-BATCH_MAX_COUNT = 2000
+BATCH_MAX_COUNT = publishing.BATCH_MAX_COUNT
 
 
 class TopicStats(TypedDict):
@@ -76,80 +77,6 @@ class _TopicCounts:
     def __init__(self) -> None:
         self.published = 0
         self.errors = 0
-
-
-class _TopicLane:
-    """PUBs to one topic on one connection: at most one command in flight;
-    PUBs that arrive meanwhile wait in batches and leave as one MPUB each."""
-
-    __slots__ = ("conn", "topic", "busy", "batches", "max_bytes", "_lock")
-
-    def __init__(self, conn: Connection, topic: str, max_bytes: int) -> None:
-        self.conn = conn
-        self._lock = conn.backend.lock()
-        self.topic = topic
-        self.busy = False
-        self.batches: collections.deque[tuple[list[bytes], list[Pending], list[int]]] = collections.deque()
-        self.max_bytes = max_bytes
-
-    def publish(self, body: bytes, waiter: Pending) -> None:
-        with self._lock:
-            if self.busy:
-                batches = self.batches
-                if batches:
-                    bodies, waiters, size = batches[-1]
-                    if size[0] + len(body) + 4 <= self.max_bytes and len(bodies) < BATCH_MAX_COUNT:
-                        bodies.append(body)
-                        waiters.append(waiter)
-                        size[0] += len(body) + 4
-                        return
-                batches.append(([body], [waiter], [len(body) + 4]))
-                return
-            self.busy = True
-        try:  # (the common case, one PUB and nothing in flight, without lists)
-            self.conn.send_request(codec.encode_pub(self.topic, body), _LaneAnswer(self, waiter))
-        except ConnectionClosedError as exc:
-            waiter.resolve(self.conn, exc)
-            self.next_batch()
-
-    def next_batch(self) -> None:
-        """The command in flight was answered: send the next batch, or go idle."""
-        while True:
-            with self._lock:
-                if not self.batches:
-                    self.busy = False
-                    return
-                bodies, waiters, _ = self.batches.popleft()
-            data = codec.encode_pub(self.topic, bodies[0]) if len(bodies) == 1 else codec.encode_mpub(self.topic, bodies)
-            try:
-                self.conn.send_request(data, _LaneAnswer(self, waiters))
-                return
-            except ConnectionClosedError as exc:
-                conn = self.conn
-                for waiter in waiters:
-                    waiter.resolve(conn, exc)
-
-
-class _LaneAnswer(Pending):
-    """The answer to a lane's command: resolves the waiter (or each of the
-    list of waiters) it carried, then lets the lane send its next batch."""
-
-    __slots__ = ("lane", "waiters")
-
-    def __init__(self, lane: _TopicLane, waiters: "Pending | list[Pending]") -> None:
-        self.lane = lane
-        self.waiters = waiters
-        self.result = None
-
-    def resolve(self, source: Any, result: Any) -> None:
-        self.result = result
-        waiters = self.waiters
-        if isinstance(waiters, list):
-            for waiter in waiters:
-                waiter.resolve(source, result)
-        else:
-            waiters.resolve(source, result)
-        self.lane.next_batch()
 
 
 #: send(conn, waiter, what): put one publish on conn (what: the command's bytes, or a lane's topic and body)
@@ -285,7 +212,6 @@ class Writer:
         self._callback_tasks: set[int] = set()
         self.conns: dict[str, Connection] = {}
         self._conn_list: list[Connection] = []
-        self._lanes: dict[tuple[int, str], _TopicLane] = {}
         self._round_robin = itertools.count()
         self._counts: dict[str, _TopicCounts] = {}  # per topic: see stats()
         # Blocking publishes in flight; one task expires them at their deadline
@@ -294,6 +220,24 @@ class Writer:
         self._generation: int | None = None  # the fork generation the connections belong to
         self._supervisor: Supervisor | None = None
         self._ticker: Any = None
+        # The lanes of every topic and connection, and the blocking pub() (compiled or pure):
+        # it keeps a copy of _conn_list and _blocking, renewed wherever those are.
+        self._publisher = publishing.Publisher(
+            self.backend,
+            pick=self._pick,
+            counts_for=self._counts_for,
+            in_this_process=self._in_this_process,
+            elsewhere=self._pub_elsewhere,
+            callback_tasks=self._callback_tasks,
+            blocking=self._blocking,
+            round_robin=self._round_robin,
+            publish_timeout=self.publish_timeout,
+            retry_publish=self.retry_publish,
+            max_msg_size=self.max_msg_size,
+            max_bytes=min(self.max_body_size, 1024 * 1024),
+        )
+        #: pub() without a callback goes straight to the publisher (no program loop, joined publishes)
+        self._blocking_pub = self.join_publishes and self._bridge is None
         self._make_primitives()
         bridge = self._bridge
         if on_loop is None and bridge is not None and loops.loop_backend(self.config, bridge, not_running_too=True):
@@ -336,6 +280,7 @@ class Writer:
             if backend is not None:
                 self.config = self.config.replace(backend=backend)
                 self.backend = backend
+                self._publisher.backend = backend
                 self._make_primitives()
         self._start_tasks()
 
@@ -376,11 +321,12 @@ class Writer:
             if closed:
                 self._closed.set()
             self._blocking = set()
+            self._publisher.blocking = self._blocking
         for conn in conns:
             conn.after_fork_in_child()
         self.conns = {}
         self._conn_list = []
-        self._lanes = {}
+        self._publisher.reset()
         self._connected.clear()
 
     # -- connections ------------------------------------------------------
@@ -412,7 +358,7 @@ class Writer:
             # while its maintainer task has not woken up yet.
             conn.on(events.CLOSE, self._on_conn_close)
             self.conns[conn.id] = conn
-            self._conn_list = list(self.conns.values())
+            self._conn_list = self._publisher.conns = list(self.conns.values())
             self._connected.set()
         if not conn.is_connected():  # closed before the hook was attached
             self._remove(conn)
@@ -479,11 +425,10 @@ class Writer:
         with self._lock:
             if self.conns.get(conn.id) is conn:
                 del self.conns[conn.id]
-            self._conn_list = list(self.conns.values())
+            self._conn_list = self._publisher.conns = list(self.conns.values())
             if not self._conn_list:
                 self._connected.clear()
-            for key in [k for k, lane in self._lanes.items() if lane.conn is conn]:
-                del self._lanes[key]
+            self._publisher.forget(conn)
 
     def _pick(self, exclude: Connection | None = None, deadline: float | None = None) -> Connection:
         conns = self._conn_list
@@ -557,6 +502,8 @@ class Writer:
     # -- publishing -------------------------------------------------------
 
     def pub(self, topic: str, msg: bytes, callback: Callback | None = None) -> "bytes | Awaitable[bytes] | None":
+        if callback is None and self._blocking_pub:  # (the common case: see nsq.publishing)
+            return self._publisher.pub(topic, msg)
         topic = check_topic(topic)
         body = self._check_body(msg)
         send: Send
@@ -566,7 +513,7 @@ class Writer:
         else:
             send, what = _send_request, codec.encode_pub(topic, body)
         counts = self._counts.get(topic) or self._counts_for(topic)
-        if callback is None and self._bridge is None:  # (the common case, without _submit's questions)
+        if callback is None and self._bridge is None:  # (not joined: without _submit's questions)
             if self._generation != fork_generation():
                 self._start_tasks()
             return self._publish_blocking(send, what, counts, 1)
@@ -690,12 +637,12 @@ class Writer:
 
     def _send_to_lane(self, conn: Connection, waiter: Pending, topic_and_body: tuple[str, bytes]) -> None:
         """A PUB goes into its topic's lane on conn (joined with others while one is in flight)."""
-        topic, body = topic_and_body
-        key = (id(conn), topic)
-        lane = self._lanes.get(key)
-        if lane is None or lane.conn is not conn:
-            lane = self._lanes[key] = _TopicLane(conn, topic, min(self.max_body_size, 1024 * 1024))
-        lane.publish(body, waiter)
+        self._publisher.send_to_lane(conn, waiter, topic_and_body)
+
+    def _pub_elsewhere(self, topic: str, body: Any, counts: _TopicCounts) -> bytes:
+        """The publisher's blocking pub called outside the backend's context (another
+        OS thread under gevent): the whole publish runs in it, through its door."""
+        return self._publish_blocking(self._send_to_lane, (topic, body), counts, 1)
 
     def _submit(self, send: "Send", what: Any, callback: Callback | None, counts: _TopicCounts, n: int) -> Any:
         """One publish of n messages, counted in counts: blocking, with a callback, or on the program's loop."""
@@ -817,7 +764,7 @@ class Writer:
     def _lane_busy(self, conn: Connection) -> bool:
         """PUBs to this connection still waiting in a lane (between two of its commands)."""
         with self._lock:
-            return any(lane.busy for lane in self._lanes.values() if lane.conn is conn)
+            return bool(self._publisher.lane_busy(conn))
 
     def is_closed(self) -> bool:
         return self._closed.is_set()

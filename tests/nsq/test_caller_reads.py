@@ -3,6 +3,8 @@
 # callback publish made while the reader task is parked is still answered, heartbeats are
 # read between publishes, a leader whose answer never comes times out, every caller returns
 # when the connection dies, and compressed connections keep the reader task as only reader.
+# Marked `pure`: `make test` runs them again with NSQ_PURE_PYTHON=1, where the blocking
+# publish path is nsq._publish_py instead of the compiled nsq._publish.
 from __future__ import annotations
 
 import functools
@@ -21,7 +23,7 @@ WAIT = 10.0
 
 wait_for = functools.partial(waiting.wait_for, timeout=WAIT, interval=0.01)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.pure]
 
 
 def make_writer(backend, address, **kwargs):

@@ -13,6 +13,7 @@ import tracemalloc
 
 import pytest
 
+from msgengine.twins import PURE_PYTHON_ALIASES, PURE_PYTHON_ENV
 from nsq import codec as codec_module
 from nsq.errors import InvalidArgumentError, InvalidBodyError, ProtocolError
 
@@ -494,12 +495,20 @@ def test_codec_module_reexports_chosen_implementation():
 
 @pytest.mark.parametrize("pure, expected", [("1", "python"), ("", None)])
 def test_nsq_pure_python_env(pure, expected):
+    from nsq import publishing
+
     if expected is None:
         expected = "python" if codec_module.compiled_impl is None else "cython"
-    env = dict(os.environ, NSQ_PURE_PYTHON=pure)
+        expected_publish = "python" if publishing.compiled_impl is None else "cython"
+    else:
+        expected_publish = expected
+    # (the switch's other names cleared: the suite itself may run with one of them set)
+    env = {k: v for k, v in os.environ.items() if k not in (PURE_PYTHON_ENV, *PURE_PYTHON_ALIASES)}
+    env["NSQ_PURE_PYTHON"] = pure
     out = subprocess.run(
-        [sys.executable, "-c", "from nsq import codec; print(codec.IMPLEMENTATION)"],
+        [sys.executable, "-c",
+         "from nsq import codec, publishing; print(codec.IMPLEMENTATION, publishing.IMPLEMENTATION)"],
         cwd=os.path.dirname(os.path.dirname(codec_module.__file__)),
         env=env, capture_output=True, text=True, timeout=30, check=True,
     )
-    assert out.stdout.strip() == expected
+    assert out.stdout.split() == [expected, expected_publish]
