@@ -286,8 +286,9 @@ def test_topics_pattern_starting_timestamp_and_ending_offsets(spark, pulsar_brok
     values = [bytes(r.value) for r in by_pattern.select("value").collect()]
     assert sorted(values) == sorted([b"a-%d" % i for i in range(100)] + [b"b-%d" % i for i in range(100)])
 
-    cut = int(time.time() * 1000)
-    time.sleep(0.05)  # (publish times are in ms: the next ones are after the cut)
+    cut = int(time.time() * 1000) + 1  # (after every publish time so far, which are whole ms up to now)
+    while int(time.time() * 1000) <= cut:  # (and the next ones are at or after it)
+        time.sleep(0.001)
     produce(pulsar_broker, first, [b"late-%d" % i for i in range(7)], batch=1)
     late = _reader(spark, pulsar_broker).option("topic", first).option("startingTimestamp", str(cut)).load()
     assert sorted(bytes(r.value) for r in late.select("value").collect()) == sorted(b"late-%d" % i for i in range(7))
