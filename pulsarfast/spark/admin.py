@@ -139,9 +139,6 @@ class Admin:
         return self.request("GET", "/admin/v2/schemas/%s/schema" % "/".join(
             rest.split("/")[:-1] + [urllib.parse.quote(rest.split("/")[-1], safe="")]), missing_ok=True)
 
-    def subscriptions(self, partition: str) -> list[str]:
-        return list(self.request("GET", "/admin/v2/%s/subscriptions" % topic_path(partition)) or [])
-
     def create_subscription(self, partition: str, subscription: str, first_unread: Position) -> bool:
         """Make a durable subscription whose first unread entry is first_unread (``(-1, -1)``:
         the partition's first). False when it was there already (it is left as it is)."""

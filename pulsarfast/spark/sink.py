@@ -159,6 +159,7 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
     cols = config.columns
     named = config.producer_name is not None
     sequence = batch_id << 32
+    full_names: dict[str, str] = {}
 
     def producer_of(topic: str) -> Producer:
         producer = producers.get(topic)
@@ -191,19 +192,22 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
             topics = batch.column(cols["topic"]).to_pylist() if "topic" in cols else None
             sequences = batch.column(cols["sequence_id"]).to_pylist() if "sequence_id" in cols else None
             default = producer_of(config.topic) if config.topic is not None and topics is None else None
-            topic: str | None = config.topic
+            default_topic = config.topic or ""
             for i in range(n):
                 body = values[i]
                 if body is None:
                     raise PulsarSinkError("the pulsar sink's 'value' column is null in a row")
                 if default is not None:
-                    producer = default
+                    producer, row_topic = default, default_topic
                 else:
                     named_topic = topics[i] if topics is not None else None
-                    topic = full_topic_name(named_topic) if named_topic else config.topic
+                    topic = config.topic
+                    if named_topic:  # (each name checked and made full once per task)
+                        topic = full_names.get(named_topic) or full_names.setdefault(
+                            named_topic, full_topic_name(named_topic))
                     if topic is None:
                         raise PulsarSinkError("a row has no topic (null 'topic' column and no 'topic' option)")
-                    producer = producer_of(topic)
+                    producer, row_topic = producer_of(topic), topic
                 kwargs: dict[str, Any] = {}
                 if keys is not None and keys[i] is not None:
                     kwargs["partition_key"] = keys[i]
@@ -217,7 +221,7 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
                     kwargs["sequence_id"] = sequence + sent + 1  # (from 1: 0 means "assign one", as officially)
                 producer.send_async(body, callback, **kwargs)
                 sent += 1
-                counts[producer.topic()] = counts.get(producer.topic(), 0) + 1
+                counts[row_topic] = counts.get(row_topic, 0) + 1
         for producer in producers.values():
             producer.flush()
     finally:

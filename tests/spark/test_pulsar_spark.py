@@ -409,3 +409,14 @@ def test_value_schema_topic_decodes_avro_and_json_values_into_columns(spark, pul
         plain = _name("spark_plain")
         produce(pulsar_broker, plain, [b"x"], batch=1)
         _reader(spark, pulsar_broker).option("topic", plain).option("valueSchema", "topic").load()
+
+
+def test_sink_topic_column_sends_each_row_to_its_topic(spark, pulsar_broker):
+    first, second = _name("spark_col_a"), _name("spark_col_b")
+    rows = [(b"r-%d" % i, first if i % 3 else "persistent://public/default/" + second) for i in range(30)]
+    spark.createDataFrame(rows, "value binary, topic string").repartition(2).write.format("pulsar") \
+        .mode("append").option("service_url", pulsar_broker.service_url).save()
+    for topic, expected in ((first, 20), (second, 10)):
+        values = [bytes(r.value) for r in _reader(spark, pulsar_broker).option("topic", topic).load().collect()]
+        assert sorted(values) == sorted(v for v, t in rows if t.endswith(topic))
+        assert len(values) == expected
