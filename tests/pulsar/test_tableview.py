@@ -181,10 +181,20 @@ def test_partitioned_topic(make_client, pulsar_broker, pulsar_topic, backend):
         run_blocking(backend, official_send, theirs, topic, messages[:8])
         fast_send(client, topic, messages[8:])
         keys = ["k-%d" % i for i in range(13)]
-        official_view = run_blocking(backend, theirs.create_table_view, topic, "tv-partitions")
-        expected = run_blocking(backend, snapshot, official_view, keys)
+        held: dict = {}
+        for key, payload in messages:  # (the last value of each key; an empty one deletes it)
+            if key is not None and payload == b"":
+                held.pop(key, None)
+            elif key is not None:
+                held[key] = payload
+        expected = (held, len(held), [held.get(key) for key in keys])
         ours = client.create_table_view(topic, "tv-partitions-fast")
-        assert snapshot(ours, keys) == expected
+        assert snapshot(ours, keys) == expected  # (ours holds every existing message once made)
+        official_view = run_blocking(backend, theirs.create_table_view, topic, "tv-partitions")
+        # (the official view, loaded, may still lack a partition's last message: a run beside a CPU hog
+        # saw it without the tombstone of k-3 just after it was made; it holds the same soon after)
+        wait_for(lambda: run_blocking(backend, snapshot, official_view, keys) == expected, backend,
+                 message="the official table view to hold what was sent")
         heard = Listened()
         ours.for_each_and_listen(heard)
         fast_send(client, topic, [("k-%d" % i, b"w-%d" % i) for i in range(6)])
