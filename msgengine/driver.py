@@ -444,7 +444,7 @@ class Driver(Generic[P]):
         that task itself), so that an owner that closed leaves no task of its own behind."""
         task = self._reader_task
         if task is not None:
-            task.join(timeout)
+            self.backend.join_task(task, timeout)
 
     def stop_io(self, error: BaseException) -> None:
         """Stop reading and writing at once, without touching the stream or

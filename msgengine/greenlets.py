@@ -276,6 +276,14 @@ class GeventBackend(Backend):
     def in_backend_context(self) -> bool:
         return self._thread_ident() == self._hub_thread
 
+    def may_wait(self) -> bool:
+        # (a greenlet of the hub's thread; never the hub itself, where a wait would stop the loop)
+        return self._thread_ident() == self._hub_thread and self._gevent.getcurrent() is not self._hub
+
+    def join_task(self, task: Task, timeout: float) -> None:
+        if task is not self._gevent.getcurrent() and self.may_wait():
+            task.join(timeout)
+
     def check_context(self, what: str) -> None:
         if self._thread_ident() != self._hub_thread:
             raise HubThreadError(

@@ -262,6 +262,13 @@ class Backend:
         the asyncio backend's loop outside its tasks, where a wait would freeze the loop."""
         return True
 
+    def join_task(self, task: Task, timeout: float) -> None:
+        """Wait, at most timeout seconds, for task (one spawn() returned) to end: at once where
+        the caller may not wait (may_wait) or is that task itself (an owner closing from one of
+        its own tasks: a callback, a finalizer that ran there)."""
+        if self.may_wait():
+            task.join(timeout)
+
     def pause_point(self) -> None:
         """A long stretch of work may let the backend's other work run here: on the asyncio
         backend, a task that has kept the loop for SLICE seconds gives it a turn (elsewhere,
