@@ -21,10 +21,12 @@ parent's connections are left untouched by the child, as in ``nsq.Writer``.
 Lifetime. ``close()`` returns once no task of the client is left: it waits (at
 most ``TASK_END_SECONDS`` each) for its connections' reading tasks and for a
 listener's call under way. A client dropped without ``close()``, with every
-producer, consumer and reader it made, is collected like any object (the parts
-it hands its work to hold it weakly, ``_owner``), and its connections then
-close, so its threads end, as the official client's destructor closes it. A
-producer, consumer or reader its user still holds keeps it alive.
+producer, consumer and reader it made, is freed the moment its last reference
+goes (the parts it hands its work to hold it weakly, ``_owner``, and it holds
+the ones it hands its user weakly: ``lifetime.py``), and its finalizer shuts it
+down and waits for its tasks, so its threads are gone by the next statement, as
+the official client's destructor joins its own. A producer, consumer or reader
+its user still holds keeps it alive.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from typing import Any, Callable, Sequence, cast
 from msgengine.backoff import reconnect_delay
 from msgengine.runtime import Backend, ProcessLock, fork_generation, from_any_thread, monotonic, on_fork_in_child
 from msgengine.supervisor import Supervisor
+from msgengine.taskgroup import TaskGroup
 
 from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings, TableViewSettings
 from .connection import BrokerConnection
@@ -53,6 +56,8 @@ from .errors import (
 )
 from .logger import route_logs
 from .discovery import Discovery
+from .lifetime import TASK_END_SECONDS, ClientLifetime
+from .parts import Parts
 from .message import MessageId
 from .owner import Owner, Supervised
 from .pattern import PatternClient, PatternWatch, TopicPattern, list_namespace, open_topic_watch
@@ -71,9 +76,6 @@ logger = logging.getLogger(__name__)
 #: a live broker's "not now" when a producer or consumer is created: tried again within the operation timeout
 #: the longest wait between two attempts to re-create a producer or consumer whose broker is gone
 MAX_RECONNECT_SECONDS = 30.0
-#: how long close() waits for each of its tasks (a connection's reader, a listener's call under way) to end
-TASK_END_SECONDS = 5.0
-
 _NOT_READY_YET = (BrokerPersistenceError, BrokerMetadataError, ServiceUnitNotReady, TooManyLookupRequestException)
 
 
@@ -114,7 +116,9 @@ class Client:
         self.settings = settings
         self.service_url = service_url
         self.use_tls = settings.tls
-        self.backend = settings.backend
+        #: the backend, through a group that counts the client's tasks (its finalizer and close() wait for them)
+        self._tasks = TaskGroup(settings.backend) if settings.backend.name != "asyncio" else None
+        self.backend: Backend = self._tasks or settings.backend
         self.operation_timeout = settings.operation_timeout
         self.connect_timeout = settings.connect_timeout
         self.keep_alive = settings.keep_alive
@@ -125,14 +129,15 @@ class Client:
         self._pool = ConnectionPool(self.backend, _Weakly(self._make_connection, raising=True))
         self._discovery = Discovery(settings, self._pool, _Weakly(self._service_switched))
         self._supervisor = self._new_supervisor()
-        self._release_when_dropped = _ReleaseWhenDropped(self.backend, self._pool, self._discovery, self._supervisor)
-        weakref.finalize(self, self._release_when_dropped).atexit = False
+        #: what a dropped client's finalizer shuts down, and the producers, consumers and table views
+        #: (each follows its topic until closed, as the official ones do) that close() closes
+        self._lifetime = ClientLifetime(self.backend, self._pool, self._discovery, self._supervisor, self._tasks)
+        weakref.finalize(self, self._lifetime).atexit = False
+        self._producers: Parts[Producer] = self._lifetime.producers
+        self._consumers: Parts[Consumer] = self._lifetime.consumers
+        self._table_views: Parts[RawTableView] = self._lifetime.table_views
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
-        self._producers: list[Producer] = []
-        self._consumers: list[Consumer] = []
-        #: the table views not closed yet (each follows its topic until closed, as the official ones do)
-        self._table_views: list[RawTableView] = []
         self._fork_generation = fork_generation()  # the process whose connections the client uses
         self._fork_lock = ProcessLock()
         self._closed = False
@@ -201,12 +206,12 @@ class Client:
         self._supervisor.release(consumer)
 
     def producer_closed(self, producer: object) -> None:
-        if isinstance(producer, Producer) and producer in self._producers:
-            self._producers.remove(producer)
+        if isinstance(producer, Producer):
+            self._producers.discard(producer)
 
     def consumer_closed(self, consumer: object) -> None:
-        if isinstance(consumer, Consumer) and consumer in self._consumers:
-            self._consumers.remove(consumer)
+        if isinstance(consumer, Consumer):
+            self._consumers.discard(consumer)
 
     def forked(self) -> bool:
         """This process forked from the one whose connections the client uses (it has not been used here yet)."""
@@ -225,7 +230,7 @@ class Client:
         with self._fork_lock:
             if self._fork_generation == fork_generation():
                 return
-            self._supervisor = self._release_when_dropped.supervisor = self._new_supervisor()
+            self._supervisor = self._lifetime.supervisor = self._new_supervisor()
             self._fork_generation = fork_generation()
             partitions = [partition for producer in self._producers for partition in producer.partition_producers()]
         for partition in partitions:
@@ -290,7 +295,7 @@ class Client:
         self._start(partitions, lambda p: p.close(self.operation_timeout))
         producer = Producer(self._owner, settings, partitions)
         producer.keep_alive = self  # (its user's reference keeps the client, as the official one's)
-        self._producers.append(producer)
+        self._producers.add(producer)
         if names[0][1] >= 0:  # (partitions added to the topic later are produced to: partitionwatch.py)
             watch = PartitionWatch(cast(PartitionClient, self._owner), producer, {settings.topic: len(names)},
                                    self.settings.partitions_update_interval_seconds, join_producer_partitions)
@@ -464,7 +469,12 @@ class Client:
         except BaseException:
             reader.close()
             raise
-        self._table_views = [each for each in self._table_views if not each.closed] + [table_view]
+        reader.keep_alive = None  # (the table view keeps the client for its user: the client keeps it)
+        table_view.keep_alive = self
+        for each in self._table_views:
+            if each.closed:
+                self._table_views.discard(each)
+        self._table_views.add(table_view)
         return table_view
 
     def _start_consumer(self, consumer: Consumer, names: list[tuple[str, int]],
@@ -482,7 +492,7 @@ class Client:
                 consumer.close()
                 raise
         consumer.start_listener()
-        self._consumers.append(consumer)
+        self._consumers.add(consumer)
 
     def _start(self, targets: Sequence[Supervised], undo: Callable[[Any], None]) -> None:
         """Create each producer or consumer on its broker now (errors reach the
@@ -547,6 +557,11 @@ class Client:
             consumer.join_listener(TASK_END_SECONDS)
         for table_view in self._table_views:
             table_view.join(TASK_END_SECONDS)
+        if self._tasks is not None:  # (the short ones: a send of acknowledgements, a batch's flush)
+            self._tasks.join(TASK_END_SECONDS)
+        for parts in (self._producers, self._consumers, self._table_views):
+            parts.close()
+        self._lifetime.ended = True
 
     @from_any_thread()
     def shutdown(self) -> None:
@@ -554,15 +569,7 @@ class Client:
         consumers on the broker: sends still waiting fail, and blocked
         receive() calls raise AlreadyClosed."""
         self._closed = True
-        self._discovery.close()
-        self._supervisor.close()
-        self._pool.close()
-        for producer in list(self._producers):
-            producer.abort()
-        for consumer in list(self._consumers):
-            consumer.abort()
-        self._producers.clear()
-        self._consumers.clear()
+        self._lifetime.shutdown()
 
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's connections, timers, broker-side producers and
@@ -599,29 +606,3 @@ class _Weakly:
         if self._raising:
             raise AlreadyClosed("the client was dropped without close()")
         return None
-
-
-class _ReleaseWhenDropped:
-    """What a client dropped without close() leaves running, released once it is collected, as the
-    official client's destructor does: the supervisor's retries, the discovery's watch, and the
-    connections (their reading tasks end with them). A collection can happen on any task, holding
-    any lock: the work goes to a task of its own."""
-
-    def __init__(self, backend: Backend, pool: ConnectionPool, discovery: Discovery,
-                 supervisor: Supervisor[Supervised]) -> None:
-        self.backend = backend
-        self.pool = pool
-        self.discovery = discovery
-        self.supervisor = supervisor  # (the child's, after a fork)
-
-    def __call__(self) -> None:
-        try:
-            self.backend.call_threadsafe(self.backend.spawn, self._release)
-        except Exception:  # pragma: no cover - a backend gone with the interpreter
-            pass
-
-    def _release(self) -> None:
-        logger.debug("a Client was dropped without close(): closing its connections")
-        self.supervisor.close()
-        self.discovery.close()
-        self.pool.close()

@@ -147,6 +147,7 @@ from .errors import (
 from .link import SessionLink
 from .message import BatchDelivery, Message, MessageId, batch_messages, index_words
 from .owner import Owner
+from .parts import HandedOut
 from .position import StartPosition, is_earliest, is_latest
 from .redelivery import PartitionRedelivery, Redelivery
 from .wire import read_fields, split_batch_decoded
@@ -789,6 +790,15 @@ class TopicConsumer:
         if self._chunks is not None:
             self._chunks.close()
 
+    def abort(self) -> None:
+        """The client shut down (its connections are closed): the grouped acknowledgements' timer
+        and the incomplete chunked messages' one stop, so that no task of the client starts later."""
+        with self._lock:
+            timer, self._ack_timer = self._ack_timer, None
+        if timer is not None:
+            timer.cancel()
+        self.forget_chunks()
+
     def _ack_entries(self, entries: list[tuple[int, int]]) -> None:
         for chunk_entry in entries:
             self.ack_entry(chunk_entry)
@@ -1146,7 +1156,7 @@ def _run_listener(ref: "weakref.ref[Consumer]", queue: Any, running: Any) -> Non
         del consumer
 
 
-class Consumer:
+class Consumer(HandedOut):
     """A subscription over one or more topics; see the module docstring."""
 
     def __init__(self, client: Owner, settings: ConsumerSettings) -> None:
@@ -1714,7 +1724,7 @@ class Consumer:
         if self.redelivery is not None:
             self.redelivery.abort()
         for consumer in self._topics:
-            consumer.forget_chunks()
+            consumer.abort()
         self._queue.put(_CLOSED)
         self._wake_listener()
 
@@ -1739,7 +1749,7 @@ class Consumer:
         """Closed: wait, at most timeout, for the listener task to end (a call under way finishes)."""
         task = self._listener_task
         if task is not None:
-            task.join(timeout)
+            self.backend.join_task(task, timeout)
 
     def _wake_listener(self) -> None:
         """Closed: a paused listener task ends."""

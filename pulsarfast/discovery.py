@@ -45,7 +45,7 @@ class Discovery:
     def __init__(self, settings: ClientSettings, pool: ConnectionPool, on_switch: Callable[[], None]) -> None:
         self.settings = settings
         self.pool = pool
-        self.backend = settings.backend
+        self.backend = pool.backend  # (the client's, which counts the tasks of its own: lifetime.py)
         self.on_switch = on_switch
         self.endpoint: Endpoint = settings.endpoint
         self.lookup: Lookups = self._lookups(self.endpoint)

@@ -72,9 +72,9 @@ class ConnectionPool:
         with self._lock:
             return list(self._connections.values())
 
-    def close(self, join_timeout: float = 0.0) -> None:
+    def close(self, join_timeout: float = 0.0) -> list[BrokerConnection]:
         """Close every connection; with join_timeout, wait (that long at most, for each) for
-        their reading tasks to end."""
+        their reading tasks to end. Returns the connections it closed."""
         with self._lock:
             self._closed = True
             connections = list(self._connections.values())
@@ -84,6 +84,7 @@ class ConnectionPool:
         if join_timeout:
             for conn in connections:
                 conn.join_reader(join_timeout)
+        return connections
 
     def forget_after_fork(self) -> None:
         """In a forked child: the connections are the parent's (each dropped its socket already);

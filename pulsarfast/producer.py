@@ -119,6 +119,7 @@ from .hashing import partition_for_key
 from .link import SessionLink
 from .message import Message, MessageId, batch_message_ids
 from .owner import Owner
+from .parts import HandedOut
 from .sendargs import check_callback, check_content, check_options, encode_text
 from .wire import encode_batch_entry, encode_send_frame
 
@@ -801,7 +802,7 @@ class PartitionProducer:
         self._fail(token, failed, error)
 
 
-class Producer:
+class Producer(HandedOut):
     """Publishes to one topic (all of its partitions, when partitioned)."""
 
     def __init__(self, client: Owner, settings: ProducerSettings, partitions: list[PartitionProducer]) -> None:

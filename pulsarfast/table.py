@@ -39,6 +39,7 @@ from msgengine.runtime import Backend, from_any_thread, get_backend
 from .consumer import Consumer
 from .errors import ConsumerNotInitialized, PulsarException, Timeout
 from .message import Message
+from .parts import HandedOut
 from .reader import Reader
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _action(method: str, value: Any) -> TableAction:
     return value
 
 
-class RawTableView:
+class RawTableView(HandedOut):
     """A topic's keys and their latest values (bytes); see the module docstring."""
 
     def __init__(self, reader: Reader | None = None) -> None:
