@@ -16,6 +16,13 @@ the official async API raises one class for every error) whose ``error()`` is th
 Cancelling an ``await consumer.receive()`` (or ``reader.read_next()``) loses no message: a message
 already taken when the cancellation lands goes back to the front of the queue, for the next
 receive (aiotake.py). The official client loses it.
+
+Batching is the official one: a batch goes when full, after ``batching_max_publish_delay_ms`` or at
+``flush()``; ``create_producer(..., batching_eager=True)`` (pulsarfast's own) also sends it at the end
+of the loop's turn when none of the producer's batches waits for its receipt. Once the client is
+shut down or closed, its objects' calls fail with AlreadyClosed (or do nothing) at once, where the
+official ones do (``_ClientEnd``). ``_set_future`` is the official module's helper, kept for code
+written against it.
 """
 from __future__ import annotations
 
@@ -88,6 +95,26 @@ def _closed(what: str) -> PulsarException:
     return PulsarException(Result.AlreadyClosed, what)
 
 
+class _ClientEnd:
+    """Whether the ``Client`` that made an object was closed or shut down, shared with its objects:
+    from then on their calls fail with AlreadyClosed (or do nothing) as the official ones do, at
+    once, though the sync client's shutdown runs in a task, at the loop's next turn."""
+
+    __slots__ = ("ended", "shutting_down")
+
+    def __init__(self) -> None:
+        self.ended = False
+        #: the task running the sync client's shutdown (None: shutdown() was not called)
+        self.shutting_down: asyncio.Future[Any] | None = None
+
+    def check(self) -> None:
+        if self.ended:
+            raise _closed("the client is closed")
+
+
+_NOT_ENDED = _ClientEnd()  # (an object made outside a Client: never ended by anyone)
+
+
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Await the sync API's blocking call, its errors mapped to PulsarException."""
     try:
@@ -112,22 +139,32 @@ def _log_outcome(task: asyncio.Future[Any]) -> None:
         logger.warning("%s", task.exception())
 
 
-def _start(fn: Callable[[], Any]) -> None:
+def _start(fn: Callable[[], Any]) -> asyncio.Future[Any]:
     """Run a call of the sync API the official API makes without waiting (shutdown, redeliver) in
     a task of the loop: a blocking call cannot run on the loop outside such a task."""
     task = asyncio.ensure_future(run_sync(fn))
     _started.add(task)  # (held until it ends: the loop keeps only weak references to tasks)
     task.add_done_callback(_log_outcome)
+    return task
 
 
-def _settle_send(sent: "asyncio.Future[MessageId]", result: Result, message_id: MessageId | None) -> None:
-    """A send_async callback: the broker's receipt (or the send's failure) resolves the send's future."""
-    if sent.done():
+def _complete(future: asyncio.Future[Any], result: Result, value: Any) -> None:
+    """Resolve future by an operation's outcome, on its loop's thread: value when result is Ok,
+    else PulsarException(result); nothing when the future is done already (cancelled or resolved).
+    The send path's callback (send_async's callbacks run on the loop's thread)."""
+    if future.done():
         return
-    if result is Result.Ok:
-        sent.set_result(message_id)  # type: ignore[arg-type]  # (Ok always comes with the id)
+    if result == Result.Ok:
+        future.set_result(value)
     else:
-        sent.set_exception(PulsarException(result))
+        future.set_exception(PulsarException(result))
+
+
+def _set_future(future: asyncio.Future[Any], result: Result, value: Any) -> None:
+    """The official module's helper, for code written against it: from any thread, resolve future
+    (at its loop's next turn) with value when result is Ok, else with PulsarException(result); a
+    future cancelled or resolved meanwhile is left as it is."""
+    future.get_loop().call_soon_threadsafe(_complete, future, result, value)
 
 
 class _Turns:
@@ -167,6 +204,7 @@ class Producer:
         self._producer = producer
         self._schema = schema
         self._closed = False
+        self._client_end = _NOT_ENDED  # (the Client that makes it sets its own)
 
     async def send(self, content: Any,
                    properties: dict | None = None,
@@ -181,6 +219,7 @@ class Producer:
         """Send a message; returns its id once the broker has it (raises PulsarException)."""
         if self._closed:
             raise _closed("producer closed")
+        self._client_end.check()
         producer = self._producer
         if producer.settings.block_if_queue_full:  # (waiting for room: in a task of the backend)
             return await _call(producer.send, content, properties, partition_key, ordering_key, sequence_id,
@@ -190,7 +229,7 @@ class Producer:
         # the receipt resolves a future of the loop: no task, no greenlet per send.
         sent: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
         try:
-            producer.send_async(content, functools.partial(_settle_send, sent), properties, partition_key,
+            producer.send_async(content, functools.partial(_complete, sent), properties, partition_key,
                                 ordering_key, sequence_id, replication_clusters, bool(disable_replication),
                                 event_timestamp, deliver_at, deliver_after)
         except _SyncPulsarException as exc:
@@ -201,13 +240,16 @@ class Producer:
         """Wait until every message sent so far has the broker's receipt."""
         if self._closed:
             raise _closed("producer closed")
+        self._client_end.check()
         await _call(self._producer.flush)
 
     async def close(self) -> None:
-        """Close the producer (after its messages in flight); a second close raises AlreadyClosed."""
+        """Close the producer (after its messages in flight); a second close raises AlreadyClosed, and
+        so does a close once the client is closed or shut down, as the official one."""
         if self._closed:
             raise _closed("producer closed")
         self._closed = True
+        self._client_end.check()
         await _call(self._producer.close)
 
     def topic(self) -> str:
@@ -231,9 +273,11 @@ class Consumer:
         self._schema = schema
         self._takes: Takes[Message] = Takes(consumer.receive, consumer.return_to_queue)
         self._turns = _Turns()
+        self._client_end = _NOT_ENDED  # (the Client that makes it sets its own)
 
     async def receive(self) -> Message:
         """The next message (waits for ever; a cancelled wait loses no message)."""
+        self._client_end.check()  # (also when messages wait in the queue, as the official one)
         ready = self._consumer.receive_ready()  # (one already here: no task, no greenlet)
         if ready is None:
             return await _mapped(self._takes.next())
@@ -245,12 +289,14 @@ class Consumer:
         return ready
 
     async def acknowledge(self, message: Union[Message, MessageId]) -> None:
+        self._client_end.check()
         try:
             self._consumer.acknowledge(message)  # (never waits: acknowledgements are grouped and sent later)
         except _SyncPulsarException as exc:
             _raise_mapped(exc)
 
     async def acknowledge_cumulative(self, message: Union[Message, MessageId]) -> None:
+        self._client_end.check()
         await _call(self._consumer.acknowledge_cumulative, message)
 
     async def negative_acknowledge(self, message: Union[Message, MessageId]) -> None:
@@ -261,6 +307,7 @@ class Consumer:
         await _call(self._consumer.negative_acknowledge, message)
 
     async def unsubscribe(self) -> None:
+        self._client_end.check()
         await _call(self._consumer.unsubscribe)
 
     async def seek(self, messageid: Union[MessageId, int]) -> None:
@@ -272,7 +319,9 @@ class Consumer:
         await _call(self._consumer.close)
 
     async def get_last_message_id(self) -> MessageId:
-        """The topic's last message id (asked of the broker); NotConnected once closed, as the official one."""
+        """The topic's last message id (asked of the broker); AlreadyClosed once the client is closed or
+        shut down, else NotConnected once the consumer is closed, as the official one."""
+        self._client_end.check()
         if self._consumer.closed:
             raise PulsarException(Result.NotConnected)
         result: MessageId = await _call(self._consumer.get_last_message_id)
@@ -280,7 +329,10 @@ class Consumer:
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Ask for every unacknowledged message again (a call that does not wait, as the official
-        one: it is sent from a task of the loop, at its next turn)."""
+        one: it is sent from a task of the loop, at its next turn); nothing once the client is
+        closed or shut down, as the official one."""
+        if self._client_end.ended:
+            return
         _start(self._consumer.redeliver_unacknowledged_messages)
 
     def topic(self) -> str:
@@ -300,12 +352,15 @@ class Reader:
         self._reader = reader
         self._schema = schema
         self._takes: Takes[Message] = Takes(reader.read_next, reader.consumer.return_to_queue)
+        self._client_end = _NOT_ENDED  # (the Client that makes it sets its own)
 
     async def read_next(self) -> Message:
         """The next message (waits for ever; a cancelled wait loses no message)."""
+        self._client_end.check()
         return await _mapped(self._takes.next())
 
     async def has_message_available(self) -> bool:
+        self._client_end.check()
         result: bool = await _call(self._reader.has_message_available)
         return result
 
@@ -334,10 +389,11 @@ class Client:
             raise RuntimeError("pulsarfast.asyncio.Client runs on the running event loop: make it in a coroutine "
                                "(or use the sync pulsarfast.Client)") from None
         self._client = _SyncClient(service_url, backend="asyncio", **kwargs)
-        self._closed = False
+        self._closed = False  # (close() was called)
+        self._end = _ClientEnd()  # (closed or shut down: shared with the objects it makes)
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or self._end.ended:
             raise _closed("client closed")
 
     async def create_producer(self, topic: str,
@@ -363,8 +419,16 @@ class Client:
                               crypto_key_reader: CryptoKeyReader | None = None,
                               access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
                               message_router: Callable[[Message, int], int] | None = None,
+                              *,
+                              batching_eager: bool = False,
                               ) -> Producer:
-        """A producer on topic (batching on by default, unlike the sync API's, as the official one)."""
+        """A producer on topic (batching on by default, unlike the sync API's, as the official one).
+
+        pulsarfast's own keyword: ``batching_eager=True`` also sends the open batch at the end of
+        the loop's turn when none of the producer's batches waits for its receipt, rather than
+        only when it is full, at ``batching_max_publish_delay_ms`` or at ``flush()`` (the official
+        semantics, the default): a coroutine awaiting each send then waits a round trip, not the
+        delay."""
         if batching_enabled and chunking_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together.")
         if schema is None:
@@ -382,8 +446,10 @@ class Client:
             message_routing_mode=message_routing_mode,
             lazy_start_partitioned_producers=lazy_start_partitioned_producers, properties=properties,
             batching_type=batching_type, encryption_key=encryption_key, crypto_key_reader=crypto_key_reader,
-            access_mode=access_mode, message_router=message_router)
-        return Producer(producer, schema)
+            access_mode=access_mode, message_router=message_router, batching_eager=batching_eager)
+        made = Producer(producer, schema)
+        made._client_end = self._end
+        return made
 
     async def subscribe(self, topic: Union[str, List[str]],
                         subscription_name: str,
@@ -439,7 +505,9 @@ class Client:
             key_shared_policy=key_shared_policy, batch_index_ack_enabled=batch_index_ack_enabled,
             regex_subscription_mode=regex_subscription_mode, dead_letter_policy=dead_letter_policy,
             crypto_failure_action=crypto_failure_action)
-        return Consumer(consumer, schema)
+        subscribed = Consumer(consumer, schema)
+        subscribed._client_end = self._end
+        return subscribed
 
     async def create_reader(self, topic: str,
                             start_message_id: MessageId,
@@ -464,12 +532,18 @@ class Client:
             subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
             crypto_key_reader=crypto_key_reader, start_message_id_inclusive=start_message_id_inclusive,
             crypto_failure_action=crypto_failure_action)
-        return Reader(reader, schema)
+        made = Reader(reader, schema)
+        made._client_end = self._end
+        return made
 
     def shutdown(self) -> None:
-        """Close every connection at once (producers and consumers are not closed on the broker)."""
-        self._closed = True
-        _start(self._client.shutdown)
+        """Close every connection at once (producers and consumers are not closed on the broker):
+        from now on the client's and its objects' calls raise AlreadyClosed, as the official ones
+        (the sync client's shutdown runs in a task, at the loop's next turn; close() waits for it)."""
+        end = self._end
+        end.ended = True
+        if end.shutting_down is None and not self._closed:
+            end.shutting_down = _start(self._client.shutdown)
 
     async def get_topic_partitions(self, topic: str) -> List[str]:
         """The topic's partition names (the topic itself when not partitioned)."""
@@ -479,8 +553,16 @@ class Client:
         return result
 
     async def close(self) -> None:
-        """Close every producer, consumer and reader, then the connections; a second close raises
-        AlreadyClosed, as the official one."""
-        self._check_open()
+        """Close every producer, consumer and reader, then the connections; after shutdown(), wait
+        for it and return; a second close raises AlreadyClosed. As the official one."""
+        if self._closed:
+            raise _closed("client closed")
         self._closed = True
-        await _call(self._client.close)
+        shutting_down = self._end.shutting_down
+        if shutting_down is not None:
+            await asyncio.wait([shutting_down])  # (a cancelled close leaves it running; its errors are logged)
+            return
+        try:
+            await _call(self._client.close)
+        finally:
+            self._end.ended = True

@@ -285,6 +285,7 @@ class Client:
         *,
         hashing_scheme: str = ProducerSettings.hashing_scheme,
         initial_subscription_name: str | None = ProducerSettings.initial_subscription_name,
+        batching_eager: bool = ProducerSettings.batching_eager,
     ) -> Producer:
         """A producer on topic (every partition of it, when partitioned); raises when the broker refuses it."""
         self.check_usable()

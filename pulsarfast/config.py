@@ -432,7 +432,7 @@ class ClientSettings(Settings):
 @dataclasses.dataclass(frozen=True)
 class ProducerSettings(Settings):
     """``create_producer``'s arguments (the official client's, then pulsarfast's
-    ``hashing_scheme`` and ``initial_subscription_name``)."""
+    ``hashing_scheme``, ``initial_subscription_name`` and ``batching_eager``)."""
 
     topic: str = option(check=each(str_arg, topic_arg))
     producer_name: str | None = option(None, optional_str())
@@ -464,6 +464,9 @@ class ProducerSettings(Settings):
     hashing_scheme: str = option(DEFAULT_HASHING_SCHEME, hashing_scheme_arg)
     #: a subscription the broker creates on the topic with the producer (a dead-letter topic's)
     initial_subscription_name: str | None = option(None, optional_str("Argument %s is expected to be of type 'str'"))
+    #: a batch also goes at the end of the loop's turn when none of the producer waits for its receipt
+    #: (the asyncio backend's turns; no effect on threads or gevent): producer.py's _send_early
+    batching_eager: bool = option(False, boolean)
 
     # derived
     #: compresses each frame's payload (None: not compressed)

@@ -27,9 +27,10 @@ With batching on, messages join an open batch that becomes one SEND frame
 last one's as the highest sequence id, one
 ``SingleMessageMetadata`` per message) when it holds
 ``batching_max_messages`` messages or ``batching_max_allowed_size_in_bytes``
-bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``
-(on the asyncio backend also at the end of the loop's turn when no batch of
-the producer waits for its receipt: ``_send_early``);
+bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``,
+as the official client's (with ``batching_eager=True``, on the asyncio backend,
+also at the end of the loop's turn when no batch of the producer waits for its
+receipt: ``_send_early``);
 the frame is then pending like any other, and its receipt gives each message
 its id (the entry's, with the message's index in the batch).
 
@@ -261,7 +262,7 @@ class PartitionProducer:
         self._open_key: bytes | None = None  # (the key of the open batch's messages)
         self._open_bytes = 0
         self._batch_timer: Any = None
-        #: an early send of the open batch is due at the end of the loop's turn (see _add_to_batch_locked)
+        #: an early send of the open batch is due at the end of the loop's turn (batching_eager: _send_early)
         self._early_due = False
         #: frames of sends nobody waits on are queued on the connection, to be written by the next receipt
         self._flush_owed = False
@@ -514,16 +515,18 @@ class PartitionProducer:
             return self._close_batch_locked()
         if self._batch_timer is None:
             self._batch_timer = self.backend.call_later(settings.batch_delay, self._batch_due)
-        if not self._pending:
+        if not self._pending and settings.batching_eager:
             self._send_early()
         return []
 
     def _send_early(self) -> None:
-        """No batch of this producer waits for its receipt: on a backend with turns (asyncio), the
-        open batch goes at the end of this turn, with every message sent in it, instead of after
-        the batching delay (a maximum: the broker would otherwise sit idle meanwhile). So a
-        coroutine awaiting each send waits a round trip, not the delay, and concurrent senders
-        fill each batch while the previous one is on its way."""
+        """With ``batching_eager``, when no batch of this producer waits for its receipt: on a
+        backend with turns (asyncio), the open batch goes at the end of this turn, with every
+        message sent in it, instead of after the batching delay (treated as a maximum: the broker
+        would otherwise sit idle meanwhile). So a coroutine awaiting each send waits a round trip,
+        not the delay, and concurrent senders fill each batch while the previous one is on its
+        way. Off by default: the official client's batch waits for the delay, a full batch or a
+        flush()."""
         if not self._early_due and not self.closed:
             self._early_due = self.backend.at_turn_end(self._early_batch)
 
@@ -638,8 +641,8 @@ class PartitionProducer:
             link.conn.flush()  # (the frames sends left queued behind this one: see send)
         self._wake(waiters)
         self._finish(token, [send], mid, None)
-        if self._open and not self._pending:  # (what joined the batch while the last one was on its way)
-            self._send_early()
+        if self._open and not self._pending and self.settings.batching_eager:
+            self._send_early()  # (what joined the batch while the last one was on its way)
 
     def send_error(self, link: _ProducerLink, sequence_id: int, error: PulsarException) -> None:
         if error.result is Result.TopicTerminated:
