@@ -13,6 +13,13 @@ benchmarks/pulsar_quick.py), then for each client, in its own subprocess, on fre
             before the produce, with a 10 ms ``asyncio.sleep`` ticker beside it: its lag (p50/p99)
             is how responsive the loop stays while the client consumes at full speed
 
+The clients: the official module and pulsarfast.asyncio with the producer's defaults (a batch goes
+when full, after its 10 ms delay or at flush(), as the official one's), and pulsarfast.asyncio with
+``create_producer(topic, batching_eager=True)``, its own keyword: a batch also goes at the end of the
+loop's turn when none of the producer's batches waits for its receipt. (Until issue 46 that early send
+was pulsarfast's default, and the single pulsarfast row measured it: the "one by one" sends then waited
+a round trip instead of the 10 ms delay.)
+
 Checks (a row prints FAIL when one does not hold): the broker's msgInCounter equals N + SEQUENTIAL;
 every send returned an id; the consumer got every payload, distinct; the subscription's backlog is 0
 after close.
@@ -48,6 +55,8 @@ from _common import Ticker  # noqa: E402
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_asyncio.json")
 CLIENTS = {
     "pulsarfast": {"module": "pulsarfast.asyncio", "label": "pulsarfast.asyncio (on the loop)"},
+    "pulsarfast-eager": {"module": "pulsarfast.asyncio", "label": "pulsarfast.asyncio, batching_eager=True",
+                         "producer_args": {"batching_eager": True}},
     "official": {"module": "pulsar.asyncio", "label": "official pulsar.asyncio 3.13"},
 }
 SENDERS = 100
@@ -66,7 +75,7 @@ async def child(cfg: dict) -> dict:
     try:
         topic, n = cfg["topic"], cfg["messages"]
         await (await client.subscribe(topic, SUBSCRIPTION)).close()  # (the subscription holds what follows)
-        producer = await client.create_producer(topic)
+        producer = await client.create_producer(topic, **cfg.get("producer_args", {}))
         bodies = payloads(n, b"a")
         ids: list = []
 
@@ -189,7 +198,8 @@ def main() -> int:
     ours, theirs = summary["pulsarfast"], summary["official"]
     lines = ["Median of %d runs, %s messages of 100 bytes; produce: `await send` from %d tasks; one by one: "
              "%s sends awaited in turn by one coroutine; consume: `await receive` + `await acknowledge`, with "
-             "the lag of a 10 ms `asyncio.sleep` ticker meanwhile. Batching on (10 ms), both APIs' default. "
+             "the lag of a 10 ms `asyncio.sleep` ticker meanwhile. Batching on (10 ms), both APIs' default; "
+             "`batching_eager=True` also sends a batch at the end of the loop's turn when none is on its way. "
              "`benchmarks/pulsar_asyncio.py`."
              % (args.runs, format(args.messages, ","), SENDERS, format(SEQUENTIAL, ",")), "",
              "| client | produce | one by one | consume | ticker lag p50 / p99 | CPU µs/msg (produce / consume) |",
@@ -202,12 +212,16 @@ def main() -> int:
             CLIENTS[name]["label"], format(round(row["produce_rate"]), ","), format(round(row["one_by_one_rate"]), ","),
             format(round(row["consume_rate"]), ","), row["ticker_p50_ms"] or 0, row["ticker_p99_ms"] or 0,
             row["produce_cpu_us"], row["consume_cpu_us"]))
+    eager = summary["pulsarfast-eager"]
     if ours["produce_rate"] and theirs["produce_rate"]:
         lines += ["", "pulsarfast.asyncio / official: produce %.2fx, one by one %.2fx, consume %.2fx "
                   "(targets: 2x produce and consume)" % (
                       ours["produce_rate"] / theirs["produce_rate"],
                       ours["one_by_one_rate"] / theirs["one_by_one_rate"],
                       ours["consume_rate"] / theirs["consume_rate"])]
+    if eager["produce_rate"] and theirs["produce_rate"]:
+        lines += ["", "with batching_eager=True / official: produce %.2fx, one by one %.2fx" % (
+            eager["produce_rate"] / theirs["produce_rate"], eager["one_by_one_rate"] / theirs["one_by_one_rate"])]
     table = "\n".join(lines)
     print("\n" + table)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
