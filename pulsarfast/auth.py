@@ -36,8 +36,15 @@ What a connection asks of an Authentication: ``method_name``,
 ``auth_data()`` for CONNECT, ``challenge_data()`` for AUTH_RESPONSE,
 ``client_certificate()`` for the TLS handshake, and ``blocking_io`` (the data
 may need network I/O: the connection runs those calls through its backend's
-``run_blocking``). Secrets stay out of every repr, log line and exception
-message.
+``run_blocking``). An HTTP lookup asks ``http_scheme``: its data goes in an
+``Authorization: <scheme> ...`` header (``Bearer`` for a token, ``Basic``
+for basic whatever its method name, as the official client's HTTP headers).
+Secrets stay out of every repr, log line and exception message.
+
+Credentials that cannot be had (a token function that raises or returns no
+str, an unknown plugin, unusable OAuth2 parameters) raise AuthenticationError
+at the first connection, as the official client fails then; a token
+function's own error message is kept in the exception's text.
 """
 from __future__ import annotations
 
@@ -46,7 +53,7 @@ import logging
 import os
 from typing import Any, Callable
 
-from .errors import AuthenticationError, ErrorGettingAuthenticationData, InvalidConfiguration
+from .errors import AuthenticationError, InvalidConfiguration
 from .oauth2 import ClientCredentialsFlow, parse_params
 
 logger = logging.getLogger(__name__)
@@ -72,6 +79,8 @@ class Authentication:
     method_name = ""
     #: auth_data() and challenge_data() may block on network I/O (OAuth2)
     blocking_io = False
+    #: the scheme of the HTTP Authorization header that carries auth_data() (None: no header)
+    http_scheme: str | None = None
     _plugin: Authentication | None = None
     _unknown_plugin: str | None = None
 
@@ -88,9 +97,10 @@ class Authentication:
             self._plugin = plugin
             self.method_name = plugin.method_name
             self.blocking_io = plugin.blocking_io
+            self.http_scheme = plugin.http_scheme
 
     def auth_data(self) -> bytes:
-        """The authentication data for CONNECT; raises ErrorGettingAuthenticationData or AuthenticationError."""
+        """The authentication data for CONNECT; raises AuthenticationError when it cannot be had."""
         if self._plugin is not None:
             return self._plugin.auth_data()
         if self._unknown_plugin is not None:
@@ -121,6 +131,7 @@ class AuthenticationToken(Authentication):
     """Token authentication: ``AuthenticationToken("eyJ...")`` or ``AuthenticationToken(read_token)``."""
 
     method_name = "token"
+    http_scheme = "Bearer"
 
     def __init__(self, token: str | Callable[[], str]) -> None:
         if not (isinstance(token, str) or callable(token)):
@@ -130,14 +141,13 @@ class AuthenticationToken(Authentication):
     def auth_data(self) -> bytes:
         token = self._token
         if callable(token):
+            # (the official client fails the connection with AuthenticationError here)
             try:
                 token = token()
             except Exception as exc:
-                raise ErrorGettingAuthenticationData(
-                    "the token function raised %s" % type(exc).__name__) from exc
+                raise AuthenticationError("the token function raised %s: %s" % (type(exc).__name__, exc)) from exc
             if not isinstance(token, str):
-                raise ErrorGettingAuthenticationData(
-                    "the token function returned %s, not a str" % type(token).__name__)
+                raise AuthenticationError("the token function returned %s, not a str" % type(token).__name__)
         return token.encode("utf-8")
 
     def __repr__(self) -> str:
@@ -168,7 +178,10 @@ class AuthenticationTLS(Authentication):
 class AuthenticationBasic(Authentication):
     """Basic authentication: ``AuthenticationBasic("user", "pass")``, or its
     JSON form ``AuthenticationBasic(auth_params_string='{"username": ..., "password": ..., "method": ...}')``
-    (which then wins over the other arguments)."""
+    (which then wins over the other arguments). The method names the broker's provider in CONNECT
+    only: HTTP requests carry ``Authorization: Basic ...`` whatever it is, as the official client's."""
+
+    http_scheme = "Basic"
 
     def __init__(self, username: str | None = None, password: str | None = None, method: str = "basic",
                  auth_params_string: str | None = None) -> None:
@@ -214,6 +227,7 @@ class AuthenticationOauth2(Authentication):
 
     method_name = "token"
     blocking_io = True
+    http_scheme = "Bearer"
 
     def __init__(self, auth_params_string: str) -> None:
         _check_str(auth_params_string, "auth_params_string")

@@ -203,7 +203,7 @@ class BrokerConnection(Driver[PulsarProtocol]):
 
     def _auth_response(self) -> bytes:
         """AUTH_RESPONSE with fresh data (a token function is called again);
-        raises ErrorGettingAuthenticationData, or AuthenticationError without credentials."""
+        raises AuthenticationError when the data cannot be had, or without credentials."""
         auth = self.authentication
         if auth is None:
             raise AuthenticationError("the broker %s asks for credentials and this client has none" % self.name)

@@ -60,18 +60,16 @@ def topic_path(topic: str) -> str:
 
 
 def authorization_header(authentication: Authentication | None) -> str | None:
-    """The Authorization header the official client sends for authentication (None: none)."""
-    if authentication is None:
-        return None
-    method = getattr(authentication, "method_name", "")
-    if method not in ("token", "basic"):
+    """The Authorization header the official client sends for authentication (None: none): by the kind
+    of authentication (its ``http_scheme``), not by its method name (a basic one's may be any)."""
+    if authentication is None or authentication.http_scheme is None:
         return None
     data = authentication.auth_data()
     if not data:
         return None
-    if method == "token":
-        return "Bearer " + data.decode("utf-8")
-    return "Basic " + base64.b64encode(data).decode("ascii")
+    if authentication.http_scheme == "Basic":
+        return "Basic " + base64.b64encode(data).decode("ascii")
+    return "%s %s" % (authentication.http_scheme, data.decode("utf-8"))
 
 
 class _Retry(Exception):
@@ -167,7 +165,9 @@ class HttpLookup:
             except (socket.timeout, TimeoutError):
                 raise Timeout("HTTP lookup %s on %s:%d timed out" % (path, host[0], host[1])) from None
             except ssl.SSLError as exc:
-                raise PulsarLookupError("HTTP lookup %s on %s:%d: TLS failed: %s" % (path, host[0], host[1], exc)) from None
+                detail = exc.args[0] if len(exc.args) == 1 else exc  # (a one-argument SSLError prints as a tuple)
+                raise PulsarLookupError("HTTP lookup %s on %s:%d: TLS failed: %s" % (path, host[0], host[1], detail)
+                                        ) from None
             except (OSError, http.client.HTTPException) as exc:
                 raise ConnectError("HTTP lookup %s on %s:%d failed: %s" % (path, host[0], host[1], exc)) from None
             finally:
