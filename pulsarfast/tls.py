@@ -12,11 +12,18 @@ TLS (``AuthenticationTLS``, else ``tls_certificate_file_path`` with
 
 Files are loaded when the client is made (``config.ClientSettings``, which
 also checks the options' types): a missing or unreadable one is an
-InvalidConfiguration then, not a failure at the first connection.
+InvalidConfiguration then, not a failure at the first connection. A client
+certificate and key that are read but do not load together (given the wrong
+way round, or a key that is not the certificate's) are the official
+client's ConnectError at the first connection instead, as there: the client
+is made with an ``UnusableClientCertificate`` context, which fails every
+connection it is asked for (a broker connection: ConnectError; an
+``https://`` lookup: LookupError, as the official client's).
 """
 from __future__ import annotations
 
 import ssl
+from typing import Any, NoReturn
 
 from .errors import InvalidConfiguration
 
@@ -26,6 +33,26 @@ def _no_password() -> str:
     raise InvalidConfiguration("the private key is encrypted; pulsarfast takes unencrypted keys only")
 
 
+class UnusableClientCertificate(ssl.SSLContext):
+    """The context of a client whose certificate and key files do not load together: wrapping a
+    connection raises ``ssl.SSLError`` with ``reason`` (what OpenSSL said, and which files)."""
+
+    reason = ""
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ssl.SSLError(self.reason)
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ssl.SSLError(self.reason)
+
+
+def _unusable(certificate_file_path: str, private_key_file_path: str, exc: ssl.SSLError) -> ssl.SSLContext:
+    context = UnusableClientCertificate(ssl.PROTOCOL_TLS_CLIENT)
+    context.reason = "cannot use the client certificate %r with the private key %r: %s" % (
+        certificate_file_path, private_key_file_path, exc.reason or exc)
+    return context
+
+
 def make_client_context(
     trust_certs_file_path: str | None = None,
     allow_insecure_connection: bool = False,
@@ -33,7 +60,8 @@ def make_client_context(
     certificate_file_path: str | None = None,
     private_key_file_path: str | None = None,
 ) -> ssl.SSLContext:
-    """The context every TLS connection of one client uses; raises InvalidConfiguration."""
+    """The context every TLS connection of one client uses (an UnusableClientCertificate when the
+    certificate and key do not go together); raises InvalidConfiguration."""
     try:
         context = ssl.create_default_context(cafile=trust_certs_file_path or None)
     except (OSError, ssl.SSLError) as exc:
@@ -49,7 +77,9 @@ def make_client_context(
             raise InvalidConfiguration("a client certificate needs both its certificate file and its private key file")
         try:
             context.load_cert_chain(certificate_file_path, private_key_file_path, password=_no_password)
-        except (OSError, ssl.SSLError, InvalidConfiguration) as exc:
+        except ssl.SSLError as exc:  # (read, but not a certificate and its key)
+            return _unusable(certificate_file_path, private_key_file_path, exc)
+        except (OSError, InvalidConfiguration) as exc:
             raise InvalidConfiguration("cannot load the client certificate %r (key %r): %s"
                                        % (certificate_file_path, private_key_file_path, exc)) from exc
     return context
