@@ -15,6 +15,18 @@ tests/pulsar/test_security.py and tests/pulsar/test_official_auth.py.
 carry the same xdist_group, so one worker runs them against one JVM) and
 kills it when the session ends (or, under pytest-xdist, when the worker
 exits: the harness's atexit net and PDEATHSIG; its certificates go then too).
+
+``authorizing_broker(config)`` starts another one, secured the same way but
+configured as the official client's own test broker
+(pulsar-client-python's ``tests/test-conf/standalone-ssl.conf`` and its CI
+script): authorization on, an anonymous role (``ANONYMOUS_ROLE``, the role of
+a connection whose method names no provider and of an HTTP request whose
+credentials are refused), the superusers ``localhost``, ``superUser`` and
+``admin``, the basic login ``OFFICIAL_TESTS_USER`` / ``OFFICIAL_TESTS_PASSWORD``
+(user ``admin``: a superuser) besides ours, and the namespace
+``PRIVATE_NAMESPACE`` on which only the role ``TOKEN_PRINCIPAL`` may produce
+and consume (tests/pulsar/test_official_auth_anonymous.py). Its caller kills
+it (``secured.broker.kill()``).
 """
 from __future__ import annotations
 
@@ -41,9 +53,16 @@ SUPERUSER = "admin"
 BASIC_USER = "basic-user"
 BASIC_PASSWORD = "basic-secret-password"
 XDIST_GROUP = "pulsar_security"
+# the official client's test broker (authorizing_broker)
+ANONYMOUS_ROLE = "anonymous"
+OFFICIAL_TESTS_USER = "admin"
+OFFICIAL_TESTS_PASSWORD = "123456"
+TOKEN_PRINCIPAL = "token-principal"
+PRIVATE_NAMESPACE = "private/auth"
 
-__all__ = ["CA_NAME", "SUPERUSER", "BASIC_USER", "BASIC_PASSWORD", "XDIST_GROUP", "Secured", "make_jwt",
-           "pkcs8_pem", "apr1_hash", "secured_broker"]
+__all__ = ["CA_NAME", "SUPERUSER", "BASIC_USER", "BASIC_PASSWORD", "XDIST_GROUP", "ANONYMOUS_ROLE",
+           "OFFICIAL_TESTS_USER", "OFFICIAL_TESTS_PASSWORD", "TOKEN_PRINCIPAL", "PRIVATE_NAMESPACE", "Secured",
+           "make_jwt", "pkcs8_pem", "apr1_hash", "secured_broker", "authorizing_broker"]
 
 
 # --------------------------------------------------------------------------- tokens, keys, hashes
@@ -153,7 +172,7 @@ class Secured:
 _KEY = pytest.StashKey[Secured]()
 
 
-def _start(config: pytest.Config) -> Secured:
+def _start(config: pytest.Config, authorizing: bool = False) -> Secured:
     require_pulsar_lib()
     directory = tempfile.mkdtemp(prefix="pulsarfast-security-")
     remove = functools.partial(shutil.rmtree, directory, ignore_errors=True)
@@ -168,7 +187,8 @@ def _start(config: pytest.Config) -> Secured:
         "broker.key": pkcs8_pem(leaf_key.private_pem()),
         "client.pem": certificate_pem(make_certificate(leaf_key, "tls-client", ca_key, CA_NAME, client=True)),
         "client.key": leaf_key.private_pem(),
-        "htpasswd": ("%s:%s\n" % (BASIC_USER, apr1_hash(BASIC_PASSWORD, secrets.token_hex(4)))).encode(),
+        "htpasswd": "".join("%s:%s\n" % (user, apr1_hash(password, secrets.token_hex(4)))
+                            for user, password in _basic_logins(authorizing)).encode(),
     }
     for name, data in files.items():
         with open(os.path.join(directory, name), "wb") as f:
@@ -193,11 +213,46 @@ def _start(config: pytest.Config) -> Secured:
         # the standalone's own client (it creates the cluster and the namespaces) signs in too
         "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
         "brokerClientAuthenticationParameters": "token:" + superuser_token,
+        **(_AUTHORIZING if authorizing else {}),
     }, admin_headers={"Authorization": "Bearer " + superuser_token})
     config.add_cleanup(broker.kill)  # (its data goes with it: no graceful stop needed)
     broker.start()
+    if authorizing:
+        _grant_as_the_official_tests(broker)
     return Secured(broker, tls_port, secret, path("ca.pem"), path("wrong-ca.pem"), path("client.pem"),
                    path("client.key"))
+
+
+# what the official client's test broker adds (its standalone-ssl.conf)
+_AUTHORIZING = {
+    "authorizationEnabled": "true",
+    "anonymousUserRole": ANONYMOUS_ROLE,
+    "superUserRoles": "localhost,superUser," + SUPERUSER,
+}
+
+
+def _basic_logins(authorizing: bool) -> list[tuple[str, str]]:
+    logins = [(BASIC_USER, BASIC_PASSWORD)]
+    if authorizing:
+        logins.append((OFFICIAL_TESTS_USER, OFFICIAL_TESTS_PASSWORD))
+    return logins
+
+
+def _grant_as_the_official_tests(broker: PulsarBroker) -> None:
+    """The tenant and namespace the official client's CI script creates for its authentication tests:
+    tenant ``private`` without admin roles, namespace ``private/auth`` where only TOKEN_PRINCIPAL
+    produces and consumes (superusers may do anything; the anonymous role nothing)."""
+    broker.admin("PUT", "/admin/v2/tenants/private", {"adminRoles": [], "allowedClusters": ["standalone"]})
+    broker.admin("PUT", "/admin/v2/namespaces/" + PRIVATE_NAMESPACE, {
+        "auth_policies": {"namespace_auth": {TOKEN_PRINCIPAL: ["produce", "consume"]}},
+        "replication_clusters": ["standalone"],
+    })
+
+
+def authorizing_broker(config: pytest.Config) -> Secured:
+    """A new broker configured as the official client's test broker (see the module's text); the
+    caller kills it (``secured.broker.kill()``), the session's end does otherwise."""
+    return _start(config, authorizing=True)
 
 
 def secured_broker(request: pytest.FixtureRequest) -> Secured:
