@@ -7,7 +7,9 @@ same steps on both clients against the secured broker of tests/support/secured_p
   goes in CONNECT only: its HTTP requests carry ``Authorization: Basic ...`` whatever the
   method, so with a method the broker does not take the lookups still pass on both, and only
   CONNECT is refused (official: Timeout after its retries; pulsarfast: AuthenticationError at
-  once, the difference docs/pulsar.md records);
+  once, the difference docs/pulsar.md records); on a broker with an anonymous role and
+  authorization, as the official client's own tests have it, that CONNECT is the anonymous role's
+  and the refusal AuthorizationError (test_official_auth_anonymous.py);
 - a client certificate and its key given the wrong way round (or a key that is not the
   certificate's): Client() is made, the first connection fails with ConnectError (an
   ``https://`` lookup: LookupError), on both;
