@@ -1,6 +1,9 @@
 """nsqfast: a fast NSQ client, importable as `nsq` with pynsq's public names."""
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import codec, protocol
 from .backoff_timer import BackoffTimer
 from .conn import AsyncConn, Connection
@@ -68,3 +71,16 @@ __all__ = [
     "FRAME_TYPE_ERROR",
     "FRAME_TYPE_MESSAGE",
 ]
+
+# pynsq's helper modules, loaded when first asked for (nsqfast itself does not use them)
+_ON_DEMAND = ("_compat", "deflate_socket", "snappy_socket")
+
+if not TYPE_CHECKING:  # (so that mypy still reports a misspelt nsq.<name>)
+
+    def __getattr__(name: str) -> Any:
+        if name in _ON_DEMAND:
+            try:
+                return importlib.import_module("." + name, __name__)
+            except ImportError as exc:  # (nsq.snappy_socket without python-snappy: absent, as on pynsq)
+                raise AttributeError("module 'nsq' has no attribute %r (%s)" % (name, exc)) from exc
+        raise AttributeError("module 'nsq' has no attribute %r" % (name,))
