@@ -45,6 +45,7 @@ from .errors import (
     Error,
     FinFailedError,
     ForkedError,
+    ReadOnlyAttributeError,
     ReqFailedError,
     TouchFailedError,
 )
@@ -179,6 +180,12 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         state = public_state(self.protocol.state)
         return CONNECTING if state == INIT and self._started else state
 
+    @state.setter
+    def state(self, value: str) -> None:
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "state", "it follows the socket and the handshake: connect() opens the connection, close() ends it"
+        )
+
     @property
     def features(self) -> dict[str, Any]:
         return self.protocol.features
@@ -204,6 +211,13 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
     @property
     def in_flight(self) -> int:
         return self.protocol.credit.in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "in_flight", "it counts the messages nsqd sent that are not answered yet; "
+            "a message's finish() or requeue() lowers it"
+        )
 
     @property
     def credit(self) -> Any:

@@ -80,6 +80,17 @@ class ConfigError(InvalidArgumentError):
     """Conflicting or invalid connection settings (snappy and deflate, ...)."""
 
 
+class ReadOnlyAttributeError(Error, AttributeError):
+    """An attribute that pynsq kept as a plain one is worked out here (a
+    client's connections, RDY counts, loop): assigning it raises this, an
+    ``AttributeError`` whose message names the supported way to do it."""
+
+    @classmethod
+    def on_assignment(cls, obj: object, name: str, instead: str) -> ReadOnlyAttributeError:
+        """The error for ``obj.name = ...``; ``instead`` says what to do."""
+        return cls("%s.%s cannot be assigned in nsqfast: %s" % (type(obj).__name__, name, instead), name=name, obj=obj)
+
+
 class ForkedError(ConnectionClosedError):
     """A client made before os.fork() was used in the child in a way that cannot work there."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from msgengine.errors import EngineError
 from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
@@ -29,7 +29,7 @@ from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, 
 from . import client, loops
 from .conn import Connection
 from .config import Config, ReaderSettings
-from .errors import ConfigError, Error, ForkedError
+from .errors import ConfigError, Error, ForkedError, ReadOnlyAttributeError
 from .message import Message
 from .names import check_channel, check_topic
 from .subscription import Subscription
@@ -224,24 +224,74 @@ class Reader(metaclass=client.ClientMeta):
         if bridge is None and not self._started:  # the loop it will find when it starts
             bridge = loops.program_loop(None, self.backend)
         return (bridge or loops.owned_loop()).io_loop
+
+    @io_loop.setter
+    def io_loop(self, value: Any) -> None:
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "io_loop", "the loop is found when the Reader is made; pass io_loop= to Reader() "
+            "(or make the Reader on that loop's thread)"
+        )
+
     # -- pynsq attributes -------------------------------------------------------
+
+    # pynsq kept these as plain attributes; here they are the subscription's. Assigning
+    # one either does what it did on pynsq (max_in_flight; conns with what it holds) or
+    # raises ReadOnlyAttributeError saying what to do instead.
 
     @property
     def conns(self) -> dict[str, Connection]:
         """Open connections by id (host:port)."""
         return self._subscription.conns
 
+    @conns.setter
+    def conns(self, value: Any) -> None:
+        # pynsq's unit tests reset a new Reader's conns to an empty dict: assigning what it
+        # already holds (same ids, same connections) changes nothing, so it is accepted
+        current = self._subscription.conns
+        if isinstance(value, Mapping) and len(value) == len(current) and all(
+            current.get(key) is conn for key, conn in value.items()
+        ):
+            return
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "conns", "the Reader keeps its connections itself: connect_to_nsqd(host, port) adds one, "
+            "nsqd_tcp_addresses=/lookupd_http_addresses= choose them, close() ends them"
+        )
+
     @property
     def max_in_flight(self) -> int:
         return self._subscription.rdy.max_in_flight
+
+    @max_in_flight.setter
+    def max_in_flight(self, value: int) -> None:
+        # as pynsq's attribute, it sets the budget that RDY is spread from: set_max_in_flight()
+        if "_subscription" not in self.__dict__:
+            raise ReadOnlyAttributeError.on_assignment(
+                self, "max_in_flight", "Reader.__init__ has not run yet and would overwrite it (as on pynsq); "
+                "pass max_in_flight= to Reader.__init__, or assign it (or call set_max_in_flight()) after that"
+            )
+        self.set_max_in_flight(value)
 
     @property
     def total_rdy(self) -> int:
         return self._subscription.rdy.total_rdy
 
+    @total_rdy.setter
+    def total_rdy(self, value: int) -> None:
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "total_rdy", "it is the sum of the connections' RDY, counted by the Reader; "
+            "set_max_in_flight(n) changes the budget it is spread from"
+        )
+
     @property
     def backoff_timer(self) -> Any:
         return self._subscription.rdy.backoff_timer
+
+    @backoff_timer.setter
+    def backoff_timer(self, value: Any) -> None:
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "backoff_timer", "the Reader makes its backoff timer from max_backoff_duration= "
+            "(pass it to Reader()); its methods may be called, the object cannot be replaced"
+        )
 
     def set_message_handler(self, message_handler: Handler) -> None:
         if not callable(message_handler):

@@ -38,6 +38,7 @@ from .errors import (
     MessageTooLargeError,
     PartialPublishError,
     PublishInCallbackError,
+    ReadOnlyAttributeError,
     SendError,
     TimeoutError,
 )
@@ -254,6 +255,13 @@ class Writer:
     def io_loop(self) -> Any:
         """The loop user code runs on (see Reader.io_loop)."""
         return (self._bridge or loops.owned_loop()).io_loop
+
+    @io_loop.setter
+    def io_loop(self, value: Any) -> None:
+        raise ReadOnlyAttributeError.on_assignment(
+            self, "io_loop", "the loop is found when the Writer is made; pass io_loop= to Writer() "
+            "(or make the Writer on that loop's thread)"
+        )
 
     def __enter__(self) -> "Writer":
         return self
