@@ -26,8 +26,12 @@ await on the loop's readiness callbacks. TLS and the compression layers sit on t
 the other backends (``msgengine.transport``).
 
 ``get_backend("asyncio")`` needs a running loop and hands out that loop's backend (one per loop);
-``backend_for_loop`` also takes one not running yet, which belongs to the calling thread (NSQ's
-loop programs make their clients before they run the loop: see ``nsq.loops``).
+``backend_for_loop`` also takes one not running yet (NSQ's loop programs make their clients before
+they run the loop: see ``nsq.loops``). The loop's thread is the one that runs it, whichever that
+is, seen as it runs (``AsyncioBackend.on_loop_thread``): a program may make its clients on one
+thread and run the loop on another (``Thread(target=IOLoop.current().start)``), or run it on a
+third after it stopped. While it is stopped, its thread is the one that ran it last (before its
+first run, the one that made the backend), until that thread ends.
 """
 from __future__ import annotations
 
@@ -63,6 +67,10 @@ class _TaskGreenlet(greenlet.greenlet):
     """A greenlet of the asyncio backend: one that may block (its waits are awaits on the loop)."""
 
     backend: "AsyncioBackend"
+    #: the task spawn() returned for it (None for the backend's own: call_and_wait's, spawn_eager's)
+    owner: "_AioTask | None" = None
+    #: the OS thread it runs on (see _drive_on; an ident may be reused by a later thread: not that)
+    thread: threading.Thread
 
 
 def _task_greenlet() -> _TaskGreenlet:
@@ -83,26 +91,46 @@ def await_only(make: Callable[[], Awaitable[Any]]) -> Any:
     return parent.switch(make())
 
 
-async def _drive(backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+async def _drive(backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 owner: "_AioTask | None" = None) -> Any:
     """Run fn(*args, **kwargs) in a task greenlet, awaiting on the loop whatever it hands over."""
     glet = _TaskGreenlet(functools.partial(fn, *args, **kwargs), parent=greenlet.getcurrent())
     glet.backend = backend
+    glet.owner = owner
+    glet.thread = thread = threading.current_thread()
     backend.turn_at = backend.loop.time()
+    backend.runs_on(thread)
     return await _drive_on(glet, glet.switch())
 
 
 async def _drive_on(glet: _TaskGreenlet, handed: Any) -> Any:
-    """Go on driving glet, which handed over ``handed`` (its result once it is dead)."""
+    """Go on driving glet, which handed over ``handed`` (its result once it is dead).
+
+    A greenlet is bound to the OS thread it started on: when the loop has since been run by
+    another thread (stopped, then run by a thread of its own), it cannot go on, and the task is
+    lost (``AsyncioBackend.task_lost``)."""
     backend = glet.backend
     while not glet.dead:
         try:
             value = await handed
         except BaseException as exc:  # (a CancelledError too: raised where the greenlet waits)
             backend.turn_at = backend.loop.time()
-            handed = glet.throw(exc)
+            try:
+                handed = glet.throw(exc)
+            except greenlet.error:
+                if glet.thread is threading.current_thread():  # (raised by the task itself)
+                    raise
+                if isinstance(exc, asyncio.CancelledError):
+                    raise exc from None  # (cancelled, and lost too: nothing to go on with)
+                return backend.task_lost(glet)
         else:
             backend.turn_at = backend.loop.time()
-            handed = glet.switch(value)
+            try:
+                handed = glet.switch(value)
+            except greenlet.error:
+                if glet.thread is threading.current_thread():
+                    raise
+                return backend.task_lost(glet)
     return handed
 
 
@@ -117,8 +145,8 @@ def backend_for_running_loop() -> "AsyncioBackend":
 
 
 def backend_for_loop(loop: asyncio.AbstractEventLoop) -> "AsyncioBackend":
-    """loop's backend (made at its first use). A loop that is not running yet belongs to the calling
-    thread: the one that will run it (the thread whose current loop it is, in pynsq's programs)."""
+    """loop's backend (made at its first use): on the loop's thread while it runs, from any thread
+    before (its thread is then the one that runs it: see AsyncioBackend.on_loop_thread)."""
     backend = _BACKENDS.get(loop)
     if backend is None:
         if loop.is_running():
@@ -144,11 +172,13 @@ async def run_sync(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 class _AioTask:
-    __slots__ = ("task", "backend")
+    __slots__ = ("task", "backend", "on_lost")
 
-    def __init__(self, task: "asyncio.Task[Any]", backend: "AsyncioBackend") -> None:
-        self.task = task
+    def __init__(self, backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple) -> None:
         self.backend = backend
+        self.on_lost: Callable[[], Any] | None = None  # see AsyncioBackend.when_lost
+        self.task = backend.loop.create_task(_drive(backend, fn, args, {}, self),
+                                             name="msgengine-%s" % getattr(fn, "__name__", "task"))
 
     def join(self, timeout: float | None = None) -> None:
         if self.task.done():
@@ -556,6 +586,11 @@ def _numeric(host: str, port: int) -> list | None:
 # ----------------------------------------------------------------------------- the backend
 
 
+#: The loop this thread runs now, or None (asyncio's low-level function for loop implementations:
+#: a lookup, no exception when there is none)
+_get_running_loop = asyncio._get_running_loop
+
+
 class AsyncioBackend(Backend):
     """The primitives of one running event loop; see the module docstring."""
 
@@ -571,14 +606,43 @@ class AsyncioBackend(Backend):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.turn_at = 0.0  # see pause_point
-        self._thread = threading.get_ident()  # (the loop's thread: made from a coroutine running on it)
+        #: The thread that last ran the loop, as seen by on_loop_thread() and runs_on() (its ident, and
+        #: itself: an ident may be reused by a later thread); until the loop first runs, the one that
+        #: made this backend (the one that will run it, in pynsq's programs)
+        self._thread = threading.get_ident()
+        self._thread_object = threading.current_thread()
+        self._lost: list[_TaskGreenlet] = []  # see task_lost
 
     def __repr__(self) -> str:
         return "<AsyncioBackend %r>" % (self.loop,)
 
+    def on_loop_thread(self) -> bool:
+        """True on the loop's thread: the one running it now, whichever that is; while it is stopped,
+        the one that ran it last (or made this backend, before its first run) until that thread has
+        ended, then the caller. A loop made on one thread may be run on another (a tornado program's
+        ``Thread(target=IOLoop.current().start)``), and by a third after it stopped."""
+        loop = self.loop
+        if _get_running_loop() is loop:
+            if threading.get_ident() != self._thread:  # (recorded as it runs: another may run it next time)
+                self.runs_on(threading.current_thread())
+            return True
+        if loop.is_running():  # on another thread
+            return False
+        if threading.get_ident() == self._thread:
+            return True
+        if not self._thread_object.is_alive():  # the thread that ran it has ended: the caller runs it now
+            self.runs_on(threading.current_thread())
+            return True
+        return False
+
+    def runs_on(self, thread: threading.Thread) -> None:
+        """thread runs the loop (now, or next: see on_loop_thread)."""
+        self._thread = thread.ident or 0
+        self._thread_object = thread
+
     def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         """Call fn(*args) now on the loop's thread, or through the door from another thread."""
-        if threading.get_ident() == self._thread:
+        if self.in_backend_context() or self.on_loop_thread():
             fn(*args)
         else:
             self.loop.call_soon_threadsafe(fn, *args)
@@ -586,21 +650,46 @@ class AsyncioBackend(Backend):
     # -- tasks ---------------------------------------------------------------------------
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
-        if threading.get_ident() != self._thread:
+        if not (self.in_backend_context() or self.on_loop_thread()):
             raise HubThreadError("spawn() on the asyncio backend from another OS thread: use call_threadsafe()")
-        task = self.loop.create_task(_drive(self, fn, args, {}), name="msgengine-%s" % getattr(fn, "__name__", "task"))
-        task.add_done_callback(_log_failure)
-        return _AioTask(task, self)
+        task = _AioTask(self, fn, args)
+        task.task.add_done_callback(_log_failure)
+        return task
+
+    def when_lost(self, task: Task, lost: Callable[[], Any]) -> None:
+        # (a task greenlet waiting while its loop stopped cannot go on if the loop is run by another
+        # thread next: greenlets never change threads; see _drive_on)
+        if isinstance(task, _AioTask):
+            task.on_lost = lost
+
+    def task_lost(self, glet: _TaskGreenlet) -> None:
+        """glet, suspended on the thread that ran the loop before, cannot go on here: its owner's
+        when_lost() callback runs in a task of its own, on this thread; without one, the task is
+        dropped and said so."""
+        # Kept while its thread lives: freed, it would be killed there (GreenletExit raised where it
+        # waits, running its handlers on that thread) at that thread's next greenlet call
+        self._lost = [kept for kept in self._lost if kept.thread.is_alive()]
+        self._lost.append(glet)
+        lost = glet.owner.on_lost if glet.owner is not None else None
+        if lost is not None:
+            self.spawn(lost)
+            return
+        current = asyncio.current_task()
+        logger.error("task %s cannot go on: it waited on the thread that ran %r before, and the loop now runs on "
+                     "another (a task stays on the thread it started on); it is dropped. Run the loop on one "
+                     "thread, or make the clients with backend='threads'",
+                     current.get_name() if current is not None else "?", self.loop)
 
     def spawn_eager(self, fn: Callable[..., Any], *args: Any) -> None:
         if self.may_wait():
             self.spawn(fn, *args)
             return
-        if threading.get_ident() != self._thread:
+        if not self.on_loop_thread():
             raise HubThreadError("spawn_eager() on the asyncio backend from another OS thread")
         # (the loop's own greenlet runs this: a task's coroutine, which goes on driving it, runs there too)
         glet = _TaskGreenlet(functools.partial(fn, *args), parent=greenlet.getcurrent())
         glet.backend = self
+        glet.thread = threading.current_thread()
         try:
             handed = glet.switch()
         except Exception:
@@ -660,7 +749,7 @@ class AsyncioBackend(Backend):
     def call_and_wait(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
         if self.in_backend_context():
             return fn()
-        if threading.get_ident() == self._thread:
+        if self.on_loop_thread():
             loop = self.loop
             if loop.is_closed():
                 # Nothing runs on it any more (asyncio.run() ended, its tasks cancelled): the call
@@ -680,7 +769,10 @@ class AsyncioBackend(Backend):
             raise CallTimeoutError("the event loop did not run %r within %ss" % (fn, timeout)) from None
 
     def in_backend_context(self) -> bool:
-        return threading.get_ident() == self._thread and isinstance(greenlet.getcurrent(), _TaskGreenlet)
+        # (a task greenlet of this backend runs on the thread running its loop: greenlets never
+        # change threads)
+        current = greenlet.getcurrent()
+        return isinstance(current, _TaskGreenlet) and current.backend is self
 
     def may_wait(self) -> bool:
         return isinstance(greenlet.getcurrent(), _TaskGreenlet)
@@ -695,11 +787,11 @@ class AsyncioBackend(Backend):
         return True
 
     def may_call_inline(self) -> bool:
-        return threading.get_ident() == self._thread and (
-            isinstance(greenlet.getcurrent(), _TaskGreenlet) or self.loop.is_running() or self.loop.is_closed())
+        return self.in_backend_context() or (
+            self.on_loop_thread() and (self.loop.is_running() or self.loop.is_closed()))
 
     def check_context(self, what: str) -> None:
-        if threading.get_ident() != self._thread:
+        if not (self.in_backend_context() or self.on_loop_thread()):
             raise HubThreadError("%s on the asyncio backend from another OS thread" % what)
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:

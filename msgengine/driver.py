@@ -88,6 +88,7 @@ class Driver(Generic[P]):
         #: True once the connection closed (or stopped I/O after a fork): read it, never set it
         self.io_stopped = False
         self._reader_task: Any = None
+        self._between_reads = False  # the reader task waits for bytes, with nothing half done
         self._watchdog: Any = None
         self._close_listeners: list[Callable[[Any], None]] = []
         # caller reads (leader/follower), all under self.lock
@@ -119,7 +120,7 @@ class Driver(Generic[P]):
             self._reader_wake = self.backend.event()
             self._reader_task = self.backend.spawn(self._shared_read_loop)
         else:
-            self._reader_task = self.backend.spawn(self._read_loop)
+            self._start_reader()
         if read_timeout is not None:
             self._watchdog = self.backend.call_every(min(read_timeout / 4, 1.0), self._check_alive, read_timeout)
 
@@ -143,16 +144,36 @@ class Driver(Generic[P]):
         if watchdog is not None:
             watchdog.cancel()
 
+    def _start_reader(self) -> None:
+        self._reader_task = task = self.backend.spawn(self._read_loop)
+        self.backend.when_lost(task, self._reader_lost)
+
     def _read_loop(self) -> None:
         error: BaseException | None = None
         try:
             recv = self.stream.recv
             received = self._received
             while not self.io_stopped:
-                received(recv())
+                self._between_reads = True  # (nothing half done: see _reader_lost)
+                data = recv()
+                self._between_reads = False
+                received(data)
         except BaseException as exc:  # noqa: BLE001 - the loop's end is reported, never swallowed
             error = exc
         self._reading_ended(error)
+
+    def _reader_lost(self) -> None:
+        """The reader task cannot go on (Backend.when_lost: an asyncio loop stopped, then run by
+        another thread). Lost while it waited for bytes, a new one reads on; lost in the middle of
+        a read's events, the rest of them are gone with it, and the connection closes (its
+        requests fail; its owner reconnects, and nsqd hands unfinished messages out again)."""
+        if self.io_stopped:
+            return
+        if self._between_reads:
+            self._start_reader()
+        else:
+            self._reading_ended(self.closed_error(
+                "%s: reading stopped midway: the event loop now runs on another thread" % (self.name,)))
 
     def _received(self, data: Any) -> None:
         """Act on one read (by whichever task holds the read)."""

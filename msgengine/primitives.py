@@ -219,6 +219,11 @@ class Backend:
     def spawn(self, fn: Callable[..., Any], *args: Any) -> Task:
         raise NotImplementedError
 
+    def when_lost(self, task: Task, lost: Callable[[], Any]) -> None:
+        """Call lost() in a task of its own if task (one spawn() returned) can never go on: on the
+        asyncio backend, a task that waited while its loop stopped, the loop then run by another
+        OS thread (a task's greenlet stays on the thread it started on). Elsewhere, never."""
+
     def sleep(self, seconds: float) -> None:
         raise NotImplementedError
 

@@ -353,8 +353,8 @@ def loop_backend(config: Any, bridge: LoopBridge | None, not_running_too: bool =
 
     That is when its ``backend=`` was left "auto" (and gevent does not patch sockets: then the
     hub is the program's loop) and the loop found (``program_loop``) runs on this thread now; with
-    ``not_running_too``, also when it is not running yet, the caller's thread being the one that
-    will run it (pynsq's programs make their clients, then start the loop)."""
+    ``not_running_too``, also when it is not running yet (pynsq's programs make their clients, then
+    start the loop, on this thread or on another one: the backend's thread is the one running it)."""
     if bridge is None or config.backend_requested != "auto" or config.backend.name != "threads":
         return None
     loop = bridge.loop

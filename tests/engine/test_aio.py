@@ -252,3 +252,143 @@ def test_an_inline_method_runs_in_place_in_a_callback_of_the_running_loop():
         assert await run_sync(client.may_wait) is True
 
     run(main())
+
+
+# -- the loop's thread is the one running it ------------------------------------------------------
+
+
+def run_on_thread(loop, name):
+    """Run loop on a new thread named name until something stops it; that thread, ended."""
+    thread = threading.Thread(target=loop.run_forever, name=name)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the loop did not stop"
+    return thread
+
+
+def test_a_backend_made_on_one_thread_serves_its_loop_run_on_another():
+    # (tornado's Thread(target=IOLoop.current().start): the backend is made here, before the loop
+    # runs; its thread is the one that runs it, not this one)
+    from msgengine.aio import backend_for_loop
+    from msgengine.runtime import from_any_thread
+
+    class Client:
+        def __init__(self, backend):
+            self.backend = backend
+
+        @from_any_thread(inline=True)
+        def never_waits(self):
+            return threading.current_thread().name
+
+    loop = asyncio.new_event_loop()
+    try:
+        backend = backend_for_loop(loop)
+        client = Client(backend)
+        seen = []
+
+        def on_the_loop():  # a plain callback of the loop (pynsq's clients start on its first turn)
+            seen.append(backend.on_loop_thread())
+            seen.append(client.never_waits())  # in place: before, it waited for the loop, on the loop
+            backend.spawn(lambda: (backend.sleep(0.01), seen.append(threading.current_thread().name), loop.stop()))
+
+        loop.call_soon(on_the_loop)
+        run_on_thread(loop, "A")
+        assert seen == [True, "A", "A"]
+        # the thread that ran it has ended: a blocking call here runs the loop until it is done
+        assert backend.on_loop_thread() is True
+        assert backend.call_and_wait(lambda: (backend.sleep(0.01), threading.current_thread().name)[1]) == "MainThread"
+    finally:
+        loop.close()
+
+
+def test_while_the_loop_runs_on_another_thread_this_one_goes_through_the_door():
+    from msgengine.aio import backend_for_loop
+
+    loop = asyncio.new_event_loop()
+    try:
+        backend = backend_for_loop(loop)
+        answers = []
+        started = threading.Event()
+        loop.call_soon(started.set)
+        thread = threading.Thread(target=loop.run_forever, name="A")
+        thread.start()
+        assert started.wait(WAIT)
+        assert backend.on_loop_thread() is False
+        answers.append(backend.call_and_wait(lambda: (backend.sleep(0.01), threading.current_thread().name)[1], WAIT))
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
+        assert answers == ["A"]
+    finally:
+        loop.close()
+
+
+def test_a_loop_run_on_thread_a_then_on_thread_b_hands_a_waiting_task_over_to_when_lost():
+    # A task greenlet stays on the thread it started on: one that waited while the loop stopped
+    # cannot go on when thread B runs the loop; its owner's when_lost callback runs instead, on B
+    from msgengine.aio import backend_for_loop
+
+    loop = asyncio.new_event_loop()
+    try:
+        backend = backend_for_loop(loop)
+        wake = backend.event()
+        events = []
+
+        def waits():
+            try:
+                wake.wait()
+                events.append("woke")
+            finally:
+                events.append("finally on " + threading.current_thread().name)
+
+        def start():
+            task = backend.spawn(waits)
+            backend.when_lost(task, lambda: events.append("lost, on " + threading.current_thread().name))
+            loop.call_soon(loop.stop)
+
+        loop.call_soon(start)
+        a_keeps_going = threading.Event()
+        a_may_end = threading.Event()
+
+        def run_a():  # thread A runs the loop, then lives on (and calls greenlet code) while B runs it
+            loop.run_forever()
+            a_keeps_going.set()
+            a_may_end.wait(WAIT)
+            greenlet_current()
+
+        thread_a = threading.Thread(target=run_a, name="A")
+        thread_a.start()
+        assert a_keeps_going.wait(WAIT)
+
+        loop.call_soon(lambda: (wake.set(), loop.call_later(0.05, loop.stop)))
+        run_on_thread(loop, "B")
+        a_may_end.set()
+        thread_a.join(WAIT)
+        # the task was not resumed (nor killed on A when A went on: its handlers never ran there)
+        assert events == ["lost, on B"]
+    finally:
+        loop.close()
+
+
+def test_a_lost_task_without_when_lost_is_dropped_and_said_so(caplog):
+    from msgengine.aio import backend_for_loop
+
+    loop = asyncio.new_event_loop()
+    try:
+        backend = backend_for_loop(loop)
+        wake = backend.event()
+        loop.call_soon(lambda: (backend.spawn(wake.wait), loop.call_soon(loop.stop)))
+        run_on_thread(loop, "A")
+        loop.call_soon(lambda: (wake.set(), loop.call_later(0.05, loop.stop)))
+        with caplog.at_level("ERROR", logger="msgengine.aio"):
+            run_on_thread(loop, "B")
+        lost = [r for r in caplog.records if "cannot go on" in r.getMessage()]
+        assert len(lost) == 1 and "msgengine-wait" in lost[0].getMessage()
+        assert not [r for r in caplog.records if "raised" in r.getMessage()]
+    finally:
+        loop.close()
+
+
+def greenlet_current():
+    import greenlet
+
+    return greenlet.getcurrent()
