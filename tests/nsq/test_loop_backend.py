@@ -2,7 +2,8 @@
 the clients of a tornado or asyncio program are on the loop's asyncio backend, with no
 engine thread; they close cleanly from a loop callback, after the loop stopped, and after
 ``asyncio.run()`` closed it; a Writer used from another thread before the loop ever runs
-stays on threads, and its callbacks still come on the loop.
+stays on threads, and its callbacks still come on the loop. The loop's thread is the one running it:
+a loop run by one thread, stopped, then run by another keeps its clients on it.
 
 Each case is a real program (tests/support/programs/loop_backend.py) against a real nsqd;
 nsqd's own stats say what was published, finished, and that no client is left connected.
@@ -79,6 +80,25 @@ def test_a_writer_used_from_a_thread_before_the_loop_runs_stays_on_threads(nsqd,
     assert result["callbacks"] == [["OK", True]]  # and its callbacks still come on the loop
     assert result["closed"] == [True]
     assert nsqd.message_count(topic) == 2
+
+
+@pytest.mark.parametrize("flavour", ["tornado", "asyncio"])
+def test_a_loop_run_by_a_thread_then_another_keeps_the_clients_on_it(nsqd, topic, flavour):
+    # (made on the main thread; loop-A runs the loop, a callback stops it, loop-B runs it: each
+    # time the loop's thread is the one running it, and the main thread closes them at the end)
+    result, stderr = run_program(nsqd, topic, "two-threads-" + flavour)
+    assert result["backends"] == ["asyncio"]
+    # no engine thread: only the main thread and the one running the loop
+    assert result["threads_while_running"] == [["MainThread", "loop-A"], ["MainThread", "loop-B"]]
+    assert result["callbacks"] == result["handlers"] == ["loop-A", "loop-B"]
+    assert result["answers"] == ["OK"] * COUNT
+    assert result["handled"] == COUNT
+    # the connections' readers, left waiting on loop-A, read on from loop-B: nothing reconnected
+    assert result["same_writer_connection"] is True
+    assert "Traceback" not in stderr and "cannot go on" not in stderr, stderr[-3000:]
+    assert result["closed"] == [True, True]
+    assert result["threads_at_end"] == ["MainThread"]
+    assert_all_finished(nsqd, topic)
 
 
 # -- the choice itself (no server) ------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_requeue_with_time_ms(corpus):
     assert stats["requeue_count"] == COUNT and stats["timeout_count"] == 0
 
 
-@pytest.mark.parametrize("name", ["ioloop_start", "asyncio_run_forever"])
+@pytest.mark.parametrize("name", ["ioloop_start", "asyncio_run_forever", "reader_loop_on_a_thread"])
 def test_consumers_that_stop_their_own_loop(corpus, name):
     program = corpus(name, messages())
     report = program.finish()
@@ -171,6 +171,35 @@ def test_writer_on_a_periodic_callback(corpus):
     report = corpus("writer_periodic_callback").finish()
     assert report == {"ok": COUNT, "error": 0}
     assert corpus.nsqd.message_count(corpus.topic) == COUNT
+
+
+def test_a_writer_whose_loop_runs_on_another_thread_publishes_and_ends(corpus):
+    # (made on the main thread, its IOLoop started by threading.Thread: the loop's thread is that one)
+    report = corpus("writer_loop_on_a_thread").finish()
+    assert report == {"ok": COUNT, "error": 0}
+    assert corpus.nsqd.message_count(corpus.topic) == COUNT
+
+
+def test_a_reader_whose_loop_runs_on_another_thread_calls_its_handler_there(corpus):
+    report = corpus("reader_loop_on_a_thread", messages()).finish()
+    assert report == {"handled": COUNT, "handler_threads": ["loop"]}
+
+
+def test_an_asyncio_writer_and_reader_whose_loop_runs_forever_on_another_thread(corpus):
+    report = corpus("asyncio_loop_on_a_thread").finish()
+    assert report == {"ok": COUNT, "error": 0, "handled": COUNT}
+    assert corpus.nsqd.message_count(corpus.topic) == COUNT
+    stats = settled(corpus.nsqd, corpus.topic)
+    assert stats["requeue_count"] == 0 and stats["timeout_count"] == 0
+
+
+def test_a_loop_run_by_one_thread_then_another(corpus):
+    report = corpus("loop_on_two_threads").finish()
+    assert report == {"ok": COUNT, "error": 0, "handled": COUNT,
+                      "callback_threads": ["A", "B"], "handler_threads": ["A", "B"]}
+    assert corpus.nsqd.message_count(corpus.topic) == COUNT
+    stats = settled(corpus.nsqd, corpus.topic)
+    assert stats["requeue_count"] == 0 and stats["timeout_count"] == 0
 
 
 def test_mpub_with_msg_keyword_and_dpub(corpus):

@@ -14,7 +14,12 @@ MODE:
   closed); then closed;
 - ``used-early``: tornado imported, a Writer made on the main thread and used by another
   thread (a blocking pub) before the loop runs; then ``nsq.run()`` and a pub with a callback
-  from the loop.
+  from the loop;
+- ``two-threads-tornado``, ``two-threads-asyncio``: a Writer and a Reader made on the main
+  thread for its loop (tornado's IOLoop.current(), or an asyncio loop set for it); thread
+  ``loop-A`` runs the loop until half of COUNT are published, answered and handled, and a
+  callback stops it; then thread ``loop-B`` runs it for the rest; then the main thread closes
+  both (the loop stopped, the threads that ran it ended).
 
 Prints one JSON line: the backends' names, the threads alive while the loop ran (and at
 the end), what was handled and answered, and where callbacks ran.
@@ -25,7 +30,7 @@ import threading
 import time
 
 MODE, NSQD, TOPIC, COUNT = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if MODE in ("stopped", "used-early"):
+if MODE in ("stopped", "used-early", "two-threads-tornado"):
     import tornado.ioloop
 import asyncio  # noqa: E402
 
@@ -134,6 +139,61 @@ elif MODE == "used-early":
     result["backends"] = [writer.backend.name]
     writer.close()
     result["closed"] = [writer.is_closed()]
+
+elif MODE.startswith("two-threads-"):
+    if MODE == "two-threads-tornado":
+        io_loop = tornado.ioloop.IOLoop.current()
+        call_later, stop, run_loop = io_loop.call_later, io_loop.stop, io_loop.start
+    else:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        call_later, stop, run_loop = loop.call_later, loop.stop, loop.run_forever
+    half = COUNT // 2
+    sent, answers, seen = [], [], {"callbacks": set(), "handlers": set(), "while_running": set()}
+
+    def turn_done():
+        return len(answers) == len(sent) == len(handled) and len(sent) in (half, COUNT)
+
+    def on_answer(conn, data):
+        answers.append(data.decode() if isinstance(data, bytes) else repr(data))
+        seen["callbacks"].add(threading.current_thread().name)
+        if turn_done():
+            stop()
+
+    def counting_handler(message):
+        seen["handlers"].add(threading.current_thread().name)
+        handler(message)
+        message.finish()  # (answered before the loop stops)
+        if turn_done():
+            stop()
+        return True
+
+    def publish():
+        limit = half if threading.current_thread().name == "loop-A" else COUNT
+        if writer.conns and len(sent) < limit:
+            sent.append(b"m-%d" % len(sent))
+            writer.pub(TOPIC, sent[-1], on_answer)
+            seen["while_running"].add(tuple(threads()))
+        call_later(0.005, publish)
+
+    writer = nsq.Writer([NSQD])
+    reader = nsq.Reader(TOPIC, "c", counting_handler, nsqd_tcp_addresses=[NSQD], max_in_flight=10)
+    call_later(0, publish)
+    conns = []
+    for name in ("loop-A", "loop-B"):
+        call_later(25, stop)  # (only if the messages never come)
+        thread = threading.Thread(target=run_loop, name=name)
+        thread.start()
+        thread.join(30)
+        conns.append(sorted(id(conn) for conn in writer.conns.values()))
+    result["backends"] = sorted({writer.backend.name, reader.backend.name})
+    result["threads_while_running"] = sorted(seen["while_running"])
+    result["callbacks"], result["handlers"] = sorted(seen["callbacks"]), sorted(seen["handlers"])
+    result["answers"] = answers
+    result["same_writer_connection"] = len(conns[0]) == 1 and conns[0] == conns[1]
+    reader.close()  # on the main thread: the loop is stopped, and the threads that ran it have ended
+    writer.close()
+    result["closed"] = [reader.is_closed(), writer.is_closed()]
 
 result["handled"] = len(handled)
 result["threads_at_end"] = threads()
