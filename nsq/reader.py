@@ -385,7 +385,9 @@ class Reader(metaclass=client.ClientMeta):
 
     def _start_on_loop(self, bridge: loops.LoopBridge) -> None:
         self._start_logged()
-        self.backend.spawn(self._stop_loop_when_closed, bridge)  # (on the backend the start chose)
+        watcher = self.backend.spawn(self._stop_loop_when_closed, bridge)  # (on the backend the start chose)
+        # (lost when the loop is next run by another thread: each run() watches anew, the old one goes)
+        self.backend.when_lost(watcher, lambda: None)
 
     def _stop_loop_when_closed(self, bridge: loops.LoopBridge) -> None:
         self._closed.wait()

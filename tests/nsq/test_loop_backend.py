@@ -101,6 +101,17 @@ def test_a_loop_run_by_a_thread_then_another_keeps_the_clients_on_it(nsqd, topic
     assert_all_finished(nsqd, topic)
 
 
+def test_reader_run_on_a_thread_then_on_another_ends_when_the_reader_closes(nsqd, topic):
+    nsqd.http_mpub(topic, [b"m-%d" % i for i in range(COUNT)])
+    result, stderr = run_program(nsqd, topic, "run-twice")
+    assert result["ran"] == [True, True]  # each run() returned: the loop stopped, then the Reader closed
+    assert result["backends"] == ["asyncio"]
+    assert result["handlers"] == ["loop-A", "loop-B"]
+    assert result["handled"] == COUNT
+    assert result["closed"] == [True]
+    assert "Traceback" not in stderr and "cannot go on" not in stderr, stderr[-3000:]
+
+
 # -- the choice itself (no server) ------------------------------------------------------------------
 
 

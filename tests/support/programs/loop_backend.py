@@ -19,7 +19,10 @@ MODE:
   thread for its loop (tornado's IOLoop.current(), or an asyncio loop set for it); thread
   ``loop-A`` runs the loop until half of COUNT are published, answered and handled, and a
   callback stops it; then thread ``loop-B`` runs it for the rest; then the main thread closes
-  both (the loop stopped, the threads that ran it ended).
+  both (the loop stopped, the threads that ran it ended);
+- ``run-twice``: tornado; a Reader made on the main thread, ``reader.run()`` on thread ``loop-A``
+  until the handler stops the loop at half of COUNT, then on thread ``loop-B`` until the handler
+  closes the Reader at COUNT (``run()`` returns); messages published by the test first.
 
 Prints one JSON line: the backends' names, the threads alive while the loop ran (and at
 the end), what was handled and answered, and where callbacks ran.
@@ -30,7 +33,7 @@ import threading
 import time
 
 MODE, NSQD, TOPIC, COUNT = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if MODE in ("stopped", "used-early", "two-threads-tornado"):
+if MODE in ("stopped", "used-early", "two-threads-tornado", "run-twice"):
     import tornado.ioloop
 import asyncio  # noqa: E402
 
@@ -194,6 +197,29 @@ elif MODE.startswith("two-threads-"):
     reader.close()  # on the main thread: the loop is stopped, and the threads that ran it have ended
     writer.close()
     result["closed"] = [reader.is_closed(), writer.is_closed()]
+
+elif MODE == "run-twice":
+    handler_threads = set()
+
+    def stopping_handler(message):
+        handler(message)
+        handler_threads.add(threading.current_thread().name)
+        if len(handled) == COUNT // 2:
+            tornado.ioloop.IOLoop.current().stop()
+        elif len(handled) == COUNT:
+            message.finish()
+            reader.close()
+        return True
+
+    reader = nsq.Reader(TOPIC, "c", stopping_handler, nsqd_tcp_addresses=[NSQD], max_in_flight=1)
+    for name in ("loop-A", "loop-B"):
+        thread = threading.Thread(target=reader.run, name=name)
+        thread.start()
+        thread.join(30)
+        result.setdefault("ran", []).append(not thread.is_alive())
+    result["backends"] = [reader.backend.name]
+    result["handlers"] = sorted(handler_threads)
+    result["closed"] = [reader.is_closed()]
 
 result["handled"] = len(handled)
 result["threads_at_end"] = threads()
