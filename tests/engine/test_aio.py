@@ -1,6 +1,8 @@
 """What only the asyncio backend (msgengine.aio) has: the door from coroutines (``run_sync``), a
 blocking call made on the loop outside a task refused instead of freezing the loop, no OS thread of
-its own, cancellation that loses no queued item, and its sockets' timeouts. (The primitives' common
+its own, cancellation that loses no queued item, its sockets' timeouts, and a loop whose thread is
+whichever runs it (a task left waiting on a thread that no longer runs the loop is handed to its
+owner, Backend.when_lost). (The primitives' common
 semantics run on it in tests/engine/test_runtime.py, beside gevent and threads.)"""
 from __future__ import annotations
 
