@@ -88,10 +88,12 @@ hooks cost one ``is None`` test.
 Positions. ``seek`` (a message id or a publish time) resets the
 subscription on the broker, which closes the consumer; it subscribes again
 and what was queued from before the seek is dropped unread. Seeking a
-consumer to a message id is exclusive, as in the official client: the broker
-delivers from that id's entry and the message itself (with those before it in
-its batch) is dropped and acknowledged; a reader's seek keeps its
-``start_message_id_inclusive``. A reader's
+consumer to a message id is exclusive, as in the official client, unless it
+was made with ``start_message_id_inclusive`` (then the target comes next,
+inside a batch too): the broker delivers from that id's entry, and what lies
+before the target by the official client's rule (``StartPosition.seek_skips``)
+is dropped, unacknowledged as there, whenever it comes until the next seek; a
+reader's seek keeps its ``start_message_id_inclusive``. A reader's
 subscription (``durable=False``, reader.py) starts at a ``StartPosition``
 (position.py) and, after a reconnect, after the last message it handed out;
 what the broker delivers from before the position (the start entry comes
@@ -588,23 +590,26 @@ class TopicConsumer:
     def _from_start(self, event: Any, messages: list[Message]) -> list[Message]:
         """Drop what the broker delivered from before the start position (the
         start entry comes whole); a reader started at the latest message is
-        pinned to the first one that arrives, which a reconnect resumes from."""
+        pinned to the first one that arrives, which a reconnect resumes from.
+        A durable consumer's seek target drops what its rule says
+        (``StartPosition.seek_skips``) until the next seek."""
         start = self.start
         if start is None:
             return messages
-        if start.entry_passed(event.ledger_id, event.entry_id):
-            if self.durable or start.pins_on_arrival:
-                with self._lock:
-                    if self.start is start:  # (a durable seek's target is behind: nothing more to drop)
-                        self.start = None if self.durable else StartPosition(messages[0].message_id(), inclusive=True)
-            return messages
-        kept = [message for message in messages if not start.before(message.message_id())]
+        if self.durable:  # (a seek's target, kept until the next seek, as by the official client)
+            if start.is_earliest or start.is_latest or event.ledger_id != start.message_id.ledger_id():
+                return messages
+            kept = [message for message in messages if not start.seek_skips(message.message_id())]
+        else:
+            if start.entry_passed(event.ledger_id, event.entry_id):
+                if start.pins_on_arrival:
+                    with self._lock:
+                        if self.start is start:
+                            self.start = StartPosition(messages[0].message_id(), inclusive=True)
+                return messages
+            kept = [message for message in messages if not start.before(message.message_id())]
         dropped = len(messages) - len(kept)
-        if dropped:
-            if self.durable:  # (a seek: the broker's cursor is past the dropped ones, the target included)
-                for message in messages:
-                    if start.before(message.message_id()):
-                        self.ack(message.message_id())
+        if dropped:  # (never acknowledged: the official client leaves them to the subscription's backlog)
             self._skip_unread(dropped)
         return kept
 
@@ -829,15 +834,18 @@ class TopicConsumer:
     def ack(self, message_id: MessageId) -> None:
         index = message_id.batch_index()
         if index >= 0:
-            # the broker hears of a batch once every message of its delivery is acknowledged; an id
-            # of a batch that did not come from a delivery (built or deserialized) cannot say that,
-            # so it acknowledges nothing on the broker: a duplicate later, never a loss
+            # the broker hears of a batch once every message of its delivery is acknowledged
             batch = message_id.batch
             if batch is None:
-                logger.debug("[%s] %s: a batch message's id without its delivery; not acknowledged on the broker",
-                             self.topic, message_id)
-                return
-            if not batch.acknowledge(index):
+                # an id that did not come from a delivery (a producer's, deserialized, built) knows
+                # nothing of the others; as the official client: with its batch size it acknowledges
+                # nothing, unless batch_index_ack_enabled (then the whole entry, the ack set it
+                # sends being empty); without one (built by hand) the whole entry
+                if message_id.batch_size() > 0 and not self._batch_index_ack:
+                    logger.debug("[%s] %s: a batch message's id without its delivery; not acknowledged on "
+                                 "the broker", self.topic, message_id)
+                    return
+            elif not batch.acknowledge(index):
                 if self._batch_index_ack:
                     self._ack_batch_index(message_id, batch)
                 return
@@ -873,7 +881,15 @@ class TopicConsumer:
     def ack_cumulative(self, message_id: MessageId) -> None:
         index = message_id.batch_index()
         ledger, entry = message_id.entry_key()
-        if index >= 0 and index < message_id.batch_size() - 1:
+        if index >= 0 and message_id.batch is None and message_id.batch_size() > 0:
+            # an id that did not come from a delivery (a producer's, deserialized), as the official
+            # client: with batch_index_ack_enabled its whole entry (an empty ack set), else
+            # everything before its entry, whatever its index
+            if not self._batch_index_ack:
+                if entry == 0:
+                    return
+                entry -= 1
+        elif index >= 0 and index < message_id.batch_size() - 1:
             if self._batch_index_ack:  # (the broker hears of this batch's messages up to this one too)
                 if self.redelivery is not None and entry > 0:
                     self.redelivery.acknowledged_until((ledger, entry - 1))
@@ -948,12 +964,12 @@ class TopicConsumer:
         this consumer, which subscribes again at the new position; messages
         queued from before the seek are dropped unread. A message id is
         exclusive, as in the official client (the broker delivers from its
-        entry; the message itself is dropped), except for a reader with
-        ``start_message_id_inclusive``."""
+        entry; the message itself is dropped), except with
+        ``start_message_id_inclusive`` (a consumer's or a reader's)."""
         link = self._subscribed_link()
         if message_id is not None:
             position: StartPosition | None = StartPosition(
-                message_id, inclusive=not self.durable and self.settings.start_message_id_inclusive)
+                message_id, inclusive=self.settings.start_message_id_inclusive)
             command_id: bytes | None = message_id.to_proto()
         else:  # (a reader: the broker keeps its subscription through the seek's disconnect)
             position = (StartPosition(MessageId.earliest, inclusive=True, pins_on_arrival=True)
@@ -1516,20 +1532,22 @@ class Consumer(HandedOut):
         return not self.closed
 
     def _multi_topic(self) -> bool:
-        """More than one topic, or a partitioned one: the official client's multi-topics consumer."""
+        """A list of topics (even of one), a pattern, or a partitioned topic: the official
+        client's multi-topics consumer."""
         topics = self._topics
-        return len(topics) != 1 or topics[0].partition >= 0
+        return (not isinstance(self.settings.topic, str) or len(topics) != 1
+                or topics[0].partition >= 0)
 
     def _topic_consumer(self, message_id: MessageId, needs_topic: bool = True) -> TopicConsumer:
-        """The TopicConsumer of a message id: its topic's, else its partition's. An id without
-        its topic on a multi-topics consumer raises OperationNotSupported when ``needs_topic``
-        (acknowledgements, as the official client)."""
-        if message_id.topic is not None:
-            consumer = self._by_topic.get(message_id.topic)
-            if consumer is not None:
-                return consumer
-        elif needs_topic and self._multi_topic():
-            # (as the official multi-topics consumer: an id without its topic names no partition)
+        """The TopicConsumer of a message id: its topic's, else its partition's. When
+        ``needs_topic`` (acknowledgements, a consumer's seek), a multi-topics consumer takes only
+        an id of one of its topics, as the official one: an id without a topic (built,
+        deserialized, a producer's) or of another topic raises OperationNotSupported."""
+        consumer = self._by_topic.get(message_id.topic) if message_id.topic is not None else None
+        if consumer is not None:
+            return consumer
+        if needs_topic and self._multi_topic():
+            # (as the official multi-topics consumer: an id without one of its topics names no partition)
             raise OperationNotSupported("Pulsar error: OperationNotSupported")
         if len(self._topics) == 1:
             return self._topics[0]
@@ -1580,12 +1598,13 @@ class Consumer(HandedOut):
 
     @from_any_thread()
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        """Ask for the message again after negative_ack_redelivery_delay_ms. On a consumer of
-        several topics (or a partitioned one) an id without its topic is ignored, as the
-        official client does."""
+        """Ask for the message again after negative_ack_redelivery_delay_ms. On a multi-topics
+        consumer (a list of topics, a pattern, a partitioned topic) an id without one of its
+        topics (built, deserialized, a producer's, another topic's) is ignored, as the official
+        client does."""
         self._check_open()
         message_id = self._id_of(message)
-        if message_id.topic is None and self._multi_topic():
+        if message_id.topic not in self._by_topic and self._multi_topic():
             return
         ledger, entry = message_id.entry_key()
         consumer = self._topic_consumer(message_id)
@@ -1657,16 +1676,18 @@ class Consumer(HandedOut):
     @from_any_thread()
     def seek(self, messageid: MessageId | int) -> None:
         """Reset the subscription to a message id (the message after it comes next,
-        as in the official client) or a publish timestamp in ms (the first message
-        published at or after it).
+        as in the official client, or that very message with
+        ``start_message_id_inclusive``) or a publish timestamp in ms (the first
+        message published at or after it).
         A timestamp, MessageId.earliest or MessageId.latest applies to every
-        partition, another id to its own partition. Blocks for the broker's
-        answer; raises on failure."""
+        partition, another id to its own partition (on a multi-topics consumer, an
+        id of one of its topics: OperationNotSupported for one without, as there).
+        Blocks for the broker's answer; raises on failure."""
         self._check_open()
-        self._returned.clear()  # (messages put back are from before the seek)
         if isinstance(messageid, int) and not isinstance(messageid, bool):
             if messageid < 0:
                 raise ValueError("a seek timestamp is milliseconds since the epoch, not %d" % messageid)
+            self._returned.clear()  # (messages put back are from before the seek)
             for consumer in self._topics:
                 consumer.seek(publish_time=messageid)
             return
@@ -1674,10 +1695,15 @@ class Consumer(HandedOut):
             raise ValueError("invalid seek argument type %s: a MessageId or a timestamp in ms"
                              % type(messageid).__name__)
         if is_earliest(messageid) or is_latest(messageid):
+            self._returned.clear()
             for consumer in self._topics:
                 consumer.seek(message_id=messageid)
             return
-        self._topic_consumer(messageid, needs_topic=False).seek(message_id=messageid)
+        # (a multi-topics consumer's id must be of one of its topics, as there; a reader's names
+        # its partition)
+        target = self._topic_consumer(messageid, needs_topic=self.settings.durable)
+        self._returned.clear()
+        target.seek(message_id=messageid)
 
     @from_any_thread()
     def unsubscribe(self) -> None:

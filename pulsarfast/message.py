@@ -34,7 +34,9 @@ class MessageId:
         self._entry_id = entry_id
         self._batch_index = batch_index
         self._batch_size = batch_size
-        #: the topic (or partition) of the consumer that received it; None for ids built by hand
+        #: the topic (or partition) of the consumer that received it; None for ids built by hand,
+        #: deserialized or returned by a producer, as in the official client (a multi-topics
+        #: consumer refuses to acknowledge them or seek to them)
         self.topic = topic
         #: the BatchDelivery this id came in (None: not received in a batch, or built by hand)
         self.batch: BatchDelivery | None = None

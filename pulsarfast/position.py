@@ -11,6 +11,10 @@ itself wanted (``inclusive``). It serves two ends:
   messages of the start entry's batch before the start index, and the start
   message itself unless inclusive (``before``).
 
+A durable consumer's ``seek`` to a message id leaves a position too, with
+the official client's rule rather than ``before`` (``seek_skips``): what is
+dropped is never acknowledged, and the rule holds until the next seek.
+
 ``MessageId.earliest`` and ``MessageId.latest`` are positions too; nothing
 lies before either (the broker places the cursor itself). A position the
 broker chose (the latest message, a publish time) is pinned to the first
@@ -86,6 +90,23 @@ class StartPosition:
         if start_index < 0 or index < 0:  # (the whole entry is the start message)
             return not self.inclusive
         return index < start_index or (index == start_index and not self.inclusive)
+
+    def seek_skips(self, message_id: MessageId) -> bool:
+        """A durable consumer's seek target (the official client's ``startMessageId`` after
+        ``seek``, kept until the next seek): the message is dropped unread, and not acknowledged,
+        wherever it comes from. In the target's ledger, an unbatched message of an earlier entry
+        or of the target's own entry unless inclusive; a batch message of the target's entry
+        before the target's index, or at it unless inclusive (an index of -1 keeps the batch)."""
+        bound = self._bound
+        if bound is None:
+            return False
+        ledger, entry = message_id.entry_key()
+        if ledger != bound[0]:
+            return False
+        index = message_id.batch_index()
+        if index < 0:
+            return entry < bound[1] or (entry == bound[1] and not self.inclusive)
+        return entry == bound[1] and (index < bound[2] or (index == bound[2] and not self.inclusive))
 
     def entry_passed(self, ledger: int, entry: int) -> bool:
         """An entry after the start entry (nothing of it, nor later, lies before the position)."""

@@ -615,7 +615,9 @@ class PartitionProducer:
         self._finish(token, sends, None, error)
 
     def receipt(self, link: _ProducerLink, sequence_id: int, message_id: Any) -> None:
-        mid = MessageId.from_proto(message_id, partition=self.partition, topic=self.topic) if message_id else None
+        # (no topic, as the official producer's ids: a multi-topics consumer refuses to acknowledge or
+        # seek to one, with OperationNotSupported)
+        mid = MessageId.from_proto(message_id, partition=self.partition) if message_id else None
         with self._lock:
             pending = self._pending
             if not pending or sequence_id < pending[0].sequence_id:
