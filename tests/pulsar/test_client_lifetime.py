@@ -35,14 +35,16 @@ def new_threads(before: set) -> list:
 
 
 def live_greenlets() -> set:
-    """The greenlets started and not ended (gevent's tasks), but the hubs and the main ones."""
+    """The greenlets started and not ended (gevent's tasks), but the hubs, the main ones and the
+    workers of the hub's thread pool (gevent's, shared by the process and kept a while after its
+    last job, such as a name resolution: none of them is a client's task)."""
     if "gevent" not in sys.modules:
         return set()
     import greenlet
 
     return {each for each in gc.get_objects()  # (type(), not isinstance(): a dead weak proxy raises)
             if issubclass(type(each), greenlet.greenlet) and each.parent is not None and not each.dead
-            and (bool(each) or getattr(each, "started", False)) and type(each).__name__ != "Hub"}
+            and (bool(each) or getattr(each, "started", False)) and type(each).__name__ not in ("Hub", "_WorkerGreenlet")}
 
 
 def new_greenlets(before: set) -> list:
