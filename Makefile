@@ -13,12 +13,12 @@ PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
 .PHONY: install nsq pulsar wheel wheels test-pythons lint test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
-$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx nsq/_publish.pyx pulsarfast/_wire.pyx msgengine/_buffer.pxd Makefile
+$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx nsq/_publish.pyx pulsarfast/wire/_codec.pyx msgengine/_buffer.pxd Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet -e '.[spark]'
-	$(PY) -c "import nsq.codec as c, nsq.publishing as p, pulsarfast.wire as w, sys; print('nsq codec:', c.IMPLEMENTATION, '- nsq publish path:', p.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or p.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython')"
+	$(PY) -c "import nsq.codec as c, nsq.publishing as p, pulsarfast.wire.codec as w, sys; print('nsq codec:', c.IMPLEMENTATION, '- nsq publish path:', p.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or p.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython')"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -39,7 +39,7 @@ pulsar: $(PULSAR_STAMP)
 # dist/. tests/packaging/test_packaging.py installs each wheel into a fresh venv of its Python
 # without a compiler. `make wheel` is the same.
 PYTHONS ?=
-WHEEL_SOURCES := pyproject.toml setup.py README.md ci/pythons.sh $(wildcard nsq/*.py nsq/*/*.py nsq/*.pyx msgengine/*.py msgengine/*/*.py msgengine/*.pxd pulsarfast/*.py pulsarfast/*/*.py pulsarfast/*.pyx)
+WHEEL_SOURCES := pyproject.toml setup.py README.md ci/pythons.sh $(wildcard nsq/*.py nsq/*/*.py nsq/*.pyx msgengine/*.py msgengine/*/*.py msgengine/*.pxd pulsarfast/*.py pulsarfast/*/*.py pulsarfast/*/*.pyx)
 WHEELS_STAMP := dist/.wheels-stamp
 $(WHEELS_STAMP): $(STAMP) $(WHEEL_SOURCES)
 	PY=$(CURDIR)/$(PY) PYTHONS="$(PYTHONS)" bash ci/pythons.sh wheels
@@ -159,4 +159,4 @@ reliability: install nsq pulsar
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
-	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/_publish.c nsq/*.so pulsarfast/_wire.c pulsarfast/*.so *.egg-info
+	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/_publish.c nsq/*.so pulsarfast/wire/_codec.c pulsarfast/*/*.so *.egg-info

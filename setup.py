@@ -1,7 +1,7 @@
-# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/_wire.pyx) and
+# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/wire/_codec.pyx) and
 # nsq's blocking publish path (nsq/_publish.pyx, twin nsq/_publish_py.py)
 # when a compiler is available, and installs the pure-Python package when it is
-# not, so that the twins (nsq/_frame_py.py, pulsarfast/_wire_py.py) carry them.
+# not, so that the twins (nsq/_frame_py.py, pulsarfast/wire/_codec_py.py) carry them.
 # Both codecs cimport the reassembly buffer of msgengine/_buffer.pxd (inline
 # functions compiled into each: no extension module of its own).
 import os
@@ -14,7 +14,7 @@ from setuptools.command.build_ext import build_ext
 PYX = {
     "nsq._frame": "nsq/_frame.pyx",
     "nsq._publish": "nsq/_publish.pyx",
-    "pulsarfast._wire": "pulsarfast/_wire.pyx",
+    "pulsarfast.wire._codec": "pulsarfast/wire/_codec.pyx",
 }
 #: the Cython declarations both cimport (listed so that a change rebuilds them)
 PXD = ["msgengine/_buffer.pxd"]

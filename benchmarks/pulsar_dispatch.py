@@ -47,7 +47,7 @@ from pulsar_quick import BROKER_JVM_ARGS, SUBSCRIPTION, fill_workload  # noqa: E
 
 import pulsarfast  # noqa: E402
 from msgengine.correlator import Pending  # noqa: E402
-from pulsarfast import proto, sansio  # noqa: E402
+from pulsarfast.wire import proto, sansio  # noqa: E402
 
 BATCH = 1000  # messages per entry: the batching default of both clients
 CLIENT_MESSAGES = 40_000

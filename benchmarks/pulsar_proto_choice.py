@@ -1,5 +1,5 @@
 """Why pulsarfast writes its protobuf messages by hand: the hot commands
-encoded and decoded by pulsarfast.proto, by the wire codec's hot paths and by
+encoded and decoded by pulsarfast.wire.proto, by the wire codec's hot paths and by
 the ``protobuf`` package (upb), from the same field numbers, on this machine.
 
 Run: python benchmarks/pulsar_proto_choice.py  (needs `pip install protobuf`)
@@ -10,7 +10,7 @@ Measured, per message:
   the serialized command and metadata alone (proto.py against upb), then the
   whole payload frame. For the frame rows the comparison is like for like: on
   the upb side the frame is built by wrapping upb's two serialized messages
-  with ``wire.encode_payload`` (size prefixes, magic, crc32c, metadata size,
+  with ``codec.encode_payload`` (size prefixes, magic, crc32c, metadata size,
   64-byte payload), which is exactly what ``encode_send_frame`` returns, and
   the two frames are checked to be byte-identical;
 - decoding a BaseCommand holding a CommandMessage plus its MessageMetadata
@@ -20,8 +20,8 @@ Measured, per message:
   name, sequence id, times, properties, keys, batch size, compression...) as
   one tuple, so it does more work than the upb row it is compared with.
 
-The hot-path rows come twice: the compiled codec (``pulsarfast._wire``) and
-its pure-Python twin (``pulsarfast._wire_py``, whose crc32c is a Python loop).
+The hot-path rows come twice: the compiled codec (``pulsarfast.wire._codec``) and
+its pure-Python twin (``pulsarfast.wire._codec_py``, whose crc32c is a Python loop).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from pulsarfast import proto, wire  # noqa: E402
+from pulsarfast.wire import codec, proto  # noqa: E402
 
 
 def protobuf_classes():
@@ -79,7 +79,7 @@ def main() -> None:
     props = {"trace": "abc123"}
     props_bytes = [(k.encode(), v.encode()) for k, v in props.items()]
     payload = b"p" * 64
-    encode_payload = wire.encode_payload  # the compiled one when it is built
+    encode_payload = codec.encode_payload  # the compiled one when it is built
 
     def ours_encode():
         proto.send(7, 123456)
@@ -127,7 +127,7 @@ def main() -> None:
         decode_message = impl.decode_message
         return lambda: decode_message(command_bytes, metadata_bytes)
 
-    impls = [("compiled", wire.compiled_impl), ("pure", wire.python_impl)]
+    impls = [("compiled", codec.compiled_impl), ("pure", codec.python_impl)]
     impls = [(name, impl) for name, impl in impls if impl is not None]
     assert ours_decode() == theirs_decode()
     assert ours_encode_frame() == theirs_encode_frame()
@@ -151,7 +151,7 @@ def main() -> None:
         rows.append(("decode MESSAGE + metadata (%s hot path)" % name, _per_call(hot_decode(impl), calls[name]),
                      upb_decode))
 
-    print("field reader / encode_payload:", wire.IMPLEMENTATION)
+    print("field reader / encode_payload:", codec.IMPLEMENTATION)
     print("| per message | pulsarfast | protobuf (%s) | upb time / ours |" % _protobuf_kind())
     print("|---|---:|---:|---:|")
     for label, ours, theirs in rows:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Build a compiled codec with AddressSanitizer: nsq/_frame.pyx (the default) or
-pulsarfast/_wire.pyx (``--package pulsarfast``).
+pulsarfast/wire/_codec.pyx (``--package pulsarfast``).
 
 The result is a private copy of the package, <dir>/<package>/, whose compiled
 module is built with gcc -fsanitize=address (same Cython directives as
@@ -22,8 +22,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_DIR = os.path.join(REPO, "build", "nsq-asan")
-#: package -> its compiled module (the one .pyx built with ASan)
-MODULES = {"nsq": "_frame", "pulsarfast": "_wire"}
+#: package -> its compiled module (the one .pyx built with ASan), inside the package
+MODULES = {"nsq": "_frame", "pulsarfast": "wire._codec"}
 #: package -> where its ASan build goes by default
 DEFAULT_DIRS = {"nsq": DEFAULT_DIR, "pulsarfast": os.path.join(REPO, "build", "pulsarfast-asan")}
 
@@ -43,19 +43,25 @@ def build(target: str = DEFAULT_DIR, quiet: bool = True, pyx_text: str | None = 
         shutil.rmtree(package)
     os.makedirs(package)
     source = os.path.join(REPO, name)
-    for path in glob.glob(os.path.join(source, "*.py")) + glob.glob(os.path.join(source, "*.pyi")):
-        os.symlink(path, os.path.join(package, os.path.basename(path)))
+    for folder, folders, files in os.walk(source):  # the package's tree, each .py and .pyi a link
+        folders[:] = [f for f in folders if f != "__pycache__"]
+        copy = os.path.join(package, os.path.relpath(folder, source))
+        os.makedirs(copy, exist_ok=True)
+        for file in files:
+            if file.endswith((".py", ".pyi")):
+                os.symlink(os.path.join(folder, file), os.path.join(copy, file))
+    pyx = module.replace(".", "/") + ".pyx"
     if pyx_text is None:
-        shutil.copy(os.path.join(source, module + ".pyx"), os.path.join(package, module + ".pyx"))
+        shutil.copy(os.path.join(source, pyx), os.path.join(package, pyx))
     else:
-        with open(os.path.join(package, module + ".pyx"), "w") as f:
+        with open(os.path.join(package, pyx), "w") as f:
             f.write(pyx_text)
 
     cwd = os.getcwd()
     os.chdir(target)  # cythonize and build_ext work with paths relative to the package root
     try:
         ext = Extension(
-            "%s.%s" % (name, module), ["%s/%s.pyx" % (name, module)], extra_compile_args=ASAN_FLAGS,
+            "%s.%s" % (name, module), ["%s/%s" % (name, pyx)], extra_compile_args=ASAN_FLAGS,
             extra_link_args=["-fsanitize=address"],
         )
         modules = cythonize(
@@ -70,7 +76,7 @@ def build(target: str = DEFAULT_DIR, quiet: bool = True, pyx_text: str | None = 
         cmd.run()
     finally:
         os.chdir(cwd)
-    built = glob.glob(os.path.join(package, module + "*.so"))
+    built = glob.glob(os.path.join(package, module.replace(".", "/") + "*.so"))
     if not built:
         raise SystemExit("the ASan build produced no extension module in %s" % package)
     return target
@@ -92,9 +98,9 @@ SELFTEST_FEED = (
 SELFTEST_FEEDS = {
     "nsq": SELFTEST_FEED,
     "pulsarfast": (
-        "from pulsarfast import _wire\n"
-        "assert 'pulsarfast-asan-selftest' in _wire.__file__, _wire.__file__\n"
-        "d = _wire.FrameDecoder()\n"
+        "from pulsarfast.wire import _codec\n"
+        "assert 'pulsarfast-asan-selftest' in _codec.__file__, _codec.__file__\n"
+        "d = _codec.FrameDecoder()\n"
         "d.feed(bytearray(b'\\x00\\x00\\x00\\x10\\x00\\x00'))\n"
         "d.feed(bytearray(b'\\x00\\x0cabcdefghijkl'))\n"
         "print('no error detected')\n"
@@ -109,7 +115,7 @@ def selftest(env_for, package: str = "nsq") -> dict:
     import subprocess
 
     module = MODULES[package]
-    with open(os.path.join(REPO, package, module + ".pyx")) as f:
+    with open(os.path.join(REPO, package, module.replace(".", "/") + ".pyx")) as f:
         text = f.read()
     if SEEDED_BUG[0] not in text:
         return {"asan_selftest": "skipped: the seeded line is not in %s.pyx any more" % module}

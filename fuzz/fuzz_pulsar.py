@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Differential fuzzer for pulsarfast's wire decoders: compiled (pulsarfast._wire) vs
-pure (pulsarfast._wire_py), plus the generic command decoder behind them.
+"""Differential fuzzer for pulsarfast's wire decoders: compiled (pulsarfast.wire._codec) vs
+pure (pulsarfast.wire._codec_py), plus the generic command decoder behind them.
 
 Every input is a byte stream from a "broker", cut into chunks. On each input:
 
@@ -19,7 +19,7 @@ Every input is a byte stream from a "broker", cut into chunks. On each input:
 
 It fails (exit 1, the input saved under build/fuzz/crashes/) when
 
-* anything but ``pulsarfast.errors.ProtocolError`` comes out (IndexError,
+* anything but ``pulsarfast.base.results.ProtocolError`` comes out (IndexError,
   struct.error, UnicodeDecodeError, TypeError, MemoryError, ... are bugs),
 * the twins disagree (a result, or the class of the error),
 * the process dies (a crash in the compiled code),
@@ -78,14 +78,14 @@ sansio = None
 
 def setup() -> None:
     global PY, CY, ProtocolError, proto, sansio
-    from pulsarfast import wire
+    from pulsarfast.wire import codec
 
-    if wire.compiled_impl is None:
-        raise SystemExit("the compiled pulsarfast._wire is not importable: %s" % wire.compiled_import_error)
-    PY, CY = wire.python_impl, wire.compiled_impl
-    from pulsarfast import proto as proto_module
-    from pulsarfast import sansio as sansio_module
-    from pulsarfast.errors import ProtocolError as PE
+    if codec.compiled_impl is None:
+        raise SystemExit("the compiled pulsarfast.wire._codec is not importable: %s" % codec.compiled_import_error)
+    PY, CY = codec.python_impl, codec.compiled_impl
+    from pulsarfast.wire import proto as proto_module
+    from pulsarfast.wire import sansio as sansio_module
+    from pulsarfast.base.results import ProtocolError as PE
 
     ProtocolError = PE
     proto = proto_module
@@ -220,7 +220,7 @@ def check(data: bytes) -> tuple:
 
 
 def seed_frames(rng: random.Random) -> list[bytes]:
-    from pulsarfast import wire
+    from pulsarfast.wire import codec
 
     def message_command(consumer_id, ledger, entry, partition=-1, batch_index=-1, redelivery=0):
         body = proto.f_uint(1, consumer_id) + proto.f_bytes(2, proto.message_id_data(ledger, entry, partition, batch_index))
@@ -233,28 +233,28 @@ def seed_frames(rng: random.Random) -> list[bytes]:
         for props, key, body, seq in entries:
             meta = proto.single_message_metadata(len(body), props, key, event_time=seq * 3, sequence_id=seq,
                                                  ordering_key=key.encode() if key else None)
-            payload += wire.encode_batch_entry(meta, body)
+            payload += codec.encode_batch_entry(meta, body)
         return payload
 
     frames = [
-        wire.encode_simple(proto.ping()), wire.encode_simple(proto.pong()),
-        wire.encode_simple(proto.base_command(proto.CONNECTED, proto.f_str(1, "Pulsar Server4.0.7") + proto.f_uint(2, 20)
+        codec.encode_simple(proto.ping()), codec.encode_simple(proto.pong()),
+        codec.encode_simple(proto.base_command(proto.CONNECTED, proto.f_str(1, "Pulsar Server4.0.7") + proto.f_uint(2, 20)
                                               + proto.f_uint(3, 5 * 1024 * 1024))),
-        wire.encode_simple(proto.base_command(proto.SEND_RECEIPT, proto.f_uint(1, 1) + proto.f_uint(2, 7)
+        codec.encode_simple(proto.base_command(proto.SEND_RECEIPT, proto.f_uint(1, 1) + proto.f_uint(2, 7)
                                               + proto.f_bytes(3, proto.message_id_data(12, 34)))),
-        wire.encode_simple(proto.base_command(proto.SEND_ERROR, proto.f_uint(1, 1) + proto.f_uint(2, 8) + proto.f_uint(3, 2)
+        codec.encode_simple(proto.base_command(proto.SEND_ERROR, proto.f_uint(1, 1) + proto.f_uint(2, 8) + proto.f_uint(3, 2)
                                               + proto.f_str(4, "persistence error"))),
-        wire.encode_simple(proto.base_command(proto.SUCCESS, proto.f_uint(1, 3))),
-        wire.encode_simple(proto.base_command(proto.ERROR, proto.f_uint(1, 4) + proto.f_uint(2, 1) + proto.f_str(3, "nope"))),
-        wire.encode_simple(proto.base_command(proto.LOOKUP_RESPONSE, proto.f_str(1, "pulsar://127.0.0.1:6650")
+        codec.encode_simple(proto.base_command(proto.SUCCESS, proto.f_uint(1, 3))),
+        codec.encode_simple(proto.base_command(proto.ERROR, proto.f_uint(1, 4) + proto.f_uint(2, 1) + proto.f_str(3, "nope"))),
+        codec.encode_simple(proto.base_command(proto.LOOKUP_RESPONSE, proto.f_str(1, "pulsar://127.0.0.1:6650")
                                               + proto.f_uint(3, 1) + proto.f_uint(4, 5) + proto.f_bool(8, True))),
-        wire.encode_simple(proto.base_command(proto.CLOSE_CONSUMER, proto.f_uint(1, 2) + proto.f_uint(2, 0))),
-        wire.encode_simple(proto.base_command(proto.ACTIVE_CONSUMER_CHANGE, proto.f_uint(1, 2) + proto.f_bool(2, True))),
-        wire.encode_simple(proto.base_command(proto.TOPIC_MIGRATED, proto.f_uint(1, 2) + proto.f_uint(2, 1))),
-        wire.encode_simple(proto.base_command(proto.GET_LAST_MESSAGE_ID_RESPONSE,
+        codec.encode_simple(proto.base_command(proto.CLOSE_CONSUMER, proto.f_uint(1, 2) + proto.f_uint(2, 0))),
+        codec.encode_simple(proto.base_command(proto.ACTIVE_CONSUMER_CHANGE, proto.f_uint(1, 2) + proto.f_bool(2, True))),
+        codec.encode_simple(proto.base_command(proto.TOPIC_MIGRATED, proto.f_uint(1, 2) + proto.f_uint(2, 1))),
+        codec.encode_simple(proto.base_command(proto.GET_LAST_MESSAGE_ID_RESPONSE,
                                               proto.f_bytes(1, proto.message_id_data(5, 6, 0, 2, 4)) + proto.f_uint(2, 9))),
         # a SEND frame, as a producer writes it (a broker never sends one, a decoder must cope)
-        wire.encode_send_frame(1, 2, b"producer-1", 1_700_000_000_000, b"hello", [(b"k", b"v")], b"key", 5),
+        codec.encode_send_frame(1, 2, b"producer-1", 1_700_000_000_000, b"hello", [(b"k", b"v")], b"key", 5),
     ]
     metadatas = [
         proto.message_metadata("standalone-0-1", 0, 1_700_000_000_000),
@@ -265,16 +265,16 @@ def seed_frames(rng: random.Random) -> list[bytes]:
         proto.message_metadata("p", 1, 2) + proto.f_str(14, "RSA") + proto.f_uint(27, 3) + proto.f_uint(17, 1),
     ]
     for meta in metadatas:
-        frames.append(wire.encode_payload(message_command(1, 10, 20, redelivery=1), meta, b"payload"))
+        frames.append(codec.encode_payload(message_command(1, 10, 20, redelivery=1), meta, b"payload"))
     for count in (1, 2, 3, 5):
         entries = [({"i": str(i)} if i % 2 else None, "key-%d" % i if i % 3 else None, b"body-%d" % i * i, i)
                    for i in range(count)]
         meta = proto.message_metadata("batcher", 100, 1_700_000_000_000, num_messages_in_batch=count)
-        frames.append(wire.encode_payload(message_command(2, 11, 22, 3, -1), meta, batch(entries)))
+        frames.append(codec.encode_payload(message_command(2, 11, 22, 3, -1), meta, batch(entries)))
     # a batch the producer side writes (batch_entry_metadata)
-    payload = b"".join(wire.encode_batch_entry(proto.batch_entry_metadata(len(b), [(b"k", b"v")], b"pk", 0, s), b)
+    payload = b"".join(codec.encode_batch_entry(proto.batch_entry_metadata(len(b), [(b"k", b"v")], b"pk", 0, s), b)
                        for s, b in enumerate((b"x", b"", b"yy")))
-    frames.append(wire.encode_payload(message_command(3, 1, 2), proto.message_metadata("q", 1, 2, num_messages_in_batch=3),
+    frames.append(codec.encode_payload(message_command(3, 1, 2), proto.message_metadata("q", 1, 2, num_messages_in_batch=3),
                                       payload))
     # a payload frame without the magic and crc (allowed by the protocol)
     command = message_command(4, 1, 1)
@@ -472,8 +472,8 @@ def run_mutate(runs: int, seed: int, progress: float = 10.0, corpus_limit: int =
 
 
 def _instrumented() -> None:
-    import pulsarfast._wire_py  # noqa: F401 - instrumented for coverage
-    import pulsarfast.proto  # noqa: F401
+    import pulsarfast.wire._codec_py  # noqa: F401 - instrumented for coverage
+    import pulsarfast.wire.proto  # noqa: F401
 
 
 def run_atheris(runs: int, seed: int) -> dict:
@@ -554,7 +554,7 @@ def main(argv=None) -> int:
 
 def finish(args, figures: dict, compiled_path: str) -> int:
     return harness.finish(args, figures, compiled_path, target="pulsarfast wire decoders",
-                           implementations=["pulsarfast._wire_py (pure)", "pulsarfast._wire (compiled)"],
+                           implementations=["pulsarfast.wire._codec_py (pure)", "pulsarfast.wire._codec (compiled)"],
                            decoders=["FrameDecoder.feed", "decode_message", "split_batch", "split_batch_decoded",
                                      "proto.decode_command", "proto.decode(MESSAGE_METADATA)",
                                      "sansio.PulsarProtocol.receive_data"])

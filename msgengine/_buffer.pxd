@@ -1,7 +1,7 @@
 # cython: language_level=3
 #
 # The reassembly buffer of the compiled frame decoders (nsq/_frame.pyx and
-# pulsarfast/_wire.pyx): where the one unfinished frame at the end of a feed()
+# pulsarfast/wire/_codec.pyx): where the one unfinished frame at the end of a feed()
 # waits for the bytes that complete it. The decoders parse complete frames
 # straight from the caller's buffer and copy only that tail here.
 #

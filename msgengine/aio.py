@@ -49,8 +49,8 @@ from typing import Any, Awaitable, Callable
 
 import greenlet
 
-from .errors import CallTimeoutError, EngineConfigError, EngineError, HubThreadError
-from .primitives import Backend, Task, Timer, spent, timer_delay
+from msgengine.errors import CallTimeoutError, EngineConfigError, EngineError, HubThreadError
+from msgengine.primitives import Backend, Task, Timer, spent, timer_delay
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ import collections
 import logging
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
-from .correlator import Pending
-from .errors import StreamClosedError
-from .runtime import Backend, monotonic
+from msgengine.correlator import Pending
+from msgengine.errors import StreamClosedError
+from msgengine.runtime import Backend, monotonic
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import random
 import time
 from typing import Callable, Hashable
 
-from .backoff import BackoffTimer
+from msgengine.backoff import BackoffTimer
 
 Action = tuple[Hashable, int]
 

@@ -14,8 +14,19 @@ import os
 import socket as _socket
 from typing import Any, Callable
 
-from .errors import CallTimeoutError, HubStateError, HubThreadError
-from .primitives import NULL_LOCK, Backend, NullLock, Outcome, Task, Timer, original, spent, start_os_thread, timer_delay
+from msgengine.errors import CallTimeoutError, HubStateError, HubThreadError
+from msgengine.primitives import (
+    NULL_LOCK,
+    Backend,
+    NullLock,
+    Outcome,
+    Task,
+    Timer,
+    original,
+    spent,
+    start_os_thread,
+    timer_delay,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from . import fork
-from .errors import EngineConfigError
+from msgengine import fork
+from msgengine.errors import EngineConfigError
 
 monotonic = time.monotonic
 

@@ -45,10 +45,10 @@ import functools
 import sys
 from typing import Any, Callable, TypeVar, overload
 
-from .errors import EngineConfigError
-from .fork import fork_generation, on_fork_first, on_fork_in_child
-from .greenlets import CHECK_HUB_THREAD_ENV, GeventBackend
-from .primitives import (
+from msgengine.errors import EngineConfigError
+from msgengine.fork import fork_generation, on_fork_first, on_fork_in_child
+from msgengine.greenlets import CHECK_HUB_THREAD_ENV, GeventBackend
+from msgengine.primitives import (
     DEFAULT_READ_SIZE,
     Backend,
     LockWaiter,
@@ -63,7 +63,7 @@ from .primitives import (
     start_os_thread,
     timer_delay,
 )
-from .threads import ThreadsBackend
+from msgengine.threads import ThreadsBackend
 
 __all__ = [
     "BACKEND_NAMES", "CHECK_HUB_THREAD_ENV", "DEFAULT_READ_SIZE", "FOREIGN_THREAD_GRACE", "Backend", "BackendSetting", "GeventBackend",
@@ -127,7 +127,7 @@ def get_backend(name: str | Backend = "auto") -> Backend:
     if name == "auto":
         name = "gevent" if gevent_socket_patched() else "threads"
     if name == "asyncio":  # (one per running loop: msgengine.aio, imported only here)
-        from .aio import backend_for_running_loop
+        from msgengine.aio import backend_for_running_loop
         return backend_for_running_loop()
     with _backends_lock:
         backend = _backends.get(name)

@@ -26,8 +26,17 @@ import itertools
 import logging
 from typing import Any, Callable
 
-from .fork import fork_generation, on_fork_in_child
-from .primitives import LockWaiter, ProcessLock, Timer, monotonic, os_thread_ident, spent, start_os_thread, timer_delay
+from msgengine.fork import fork_generation, on_fork_in_child
+from msgengine.primitives import (
+    LockWaiter,
+    ProcessLock,
+    Timer,
+    monotonic,
+    os_thread_ident,
+    spent,
+    start_os_thread,
+    timer_delay,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import logging
 import random
 from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
 
-from .backoff import reconnect_delay
-from .runtime import Backend
+from msgengine.backoff import reconnect_delay
+from msgengine.runtime import Backend
 
 logger = logging.getLogger(__name__)
 

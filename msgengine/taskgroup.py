@@ -15,8 +15,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable
 
-from .fork import on_fork_in_child
-from .primitives import Backend, Task, monotonic
+from msgengine.fork import on_fork_in_child
+from msgengine.primitives import Backend, Task, monotonic
 
 #: the methods of a backend a group hands on as they are (every public one but spawn's and the fork hook)
 _HANDED_ON = tuple(name for name, value in vars(Backend).items()

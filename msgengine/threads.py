@@ -9,8 +9,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from .primitives import Backend, LockWaiter, Task, Timer
-from .scheduler import thread_scheduler
+from msgengine.primitives import Backend, LockWaiter, Task, Timer
+from msgengine.scheduler import thread_scheduler
 
 
 class _ThreadTask:

@@ -25,8 +25,8 @@ import ssl
 import zlib
 from typing import Any, Callable, Mapping
 
-from .errors import EngineConfigError as ConfigError
-from .runtime import DEFAULT_READ_SIZE, monotonic, os_lock
+from msgengine.errors import EngineConfigError as ConfigError
+from msgengine.runtime import DEFAULT_READ_SIZE, monotonic, os_lock
 
 
 

@@ -1,9 +1,9 @@
 """Choosing between a compiled module and its pure-Python twin.
 
 Both clients keep their codec twice: a compiled Cython module (``nsq._frame``,
-``pulsarfast._wire``) and a pure-Python twin that behaves the same
-(``nsq._frame_py``, ``pulsarfast._wire_py``). ``load_twins`` picks one for a
-chooser module (``nsq.codec``, ``pulsarfast.wire``): the compiled module when it
+``pulsarfast.wire._codec``) and a pure-Python twin that behaves the same
+(``nsq._frame_py``, ``pulsarfast.wire._codec_py``). ``load_twins`` picks one for a
+chooser module (``nsq.codec``, ``pulsarfast.wire.codec``): the compiled module when it
 is importable, else the twin, with a WARNING through the client's logger, once,
 saying the compiled module is missing.
 

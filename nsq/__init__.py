@@ -4,10 +4,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import codec, protocol
-from .backoff_timer import BackoffTimer
-from .conn import AsyncConn, Connection
-from .errors import (
+from nsq import codec, protocol
+from nsq.backoff_timer import BackoffTimer
+from nsq.conn import AsyncConn, Connection
+from nsq.errors import (
     ConnectionClosedError,
     Error,
     IntegrityError,
@@ -15,9 +15,9 @@ from .errors import (
     ProtocolError,
     SendError,
 )
-from .legacy_reader import LegacyReader
-from .message import Message
-from .protocol import (
+from nsq.legacy_reader import LegacyReader
+from nsq.message import Message
+from nsq.protocol import (
     FRAME_TYPE_ERROR,
     FRAME_TYPE_MESSAGE,
     FRAME_TYPE_RESPONSE,
@@ -37,11 +37,11 @@ from .protocol import (
     valid_channel_name,
     valid_topic_name,
 )
-from .reader import Reader
-from .run import run
-from .sync import SyncConn
-from .version import __version__
-from .writer import Writer
+from nsq.reader import Reader
+from nsq.run import run
+from nsq.sync import SyncConn
+from nsq.version import __version__
+from nsq.writer import Writer
 
 __author__ = "nsqfast developers"
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib import parse as urlparse
 from urllib.parse import parse_qs, urlencode
 
-from .protocol import bytes_types
+from nsq.protocol import bytes_types
 
 PY2 = sys.version_info[0] == 2
 

@@ -11,7 +11,7 @@ from msgengine._buffer cimport Reassembly, reassembly_append, reassembly_clear, 
 import json
 import sys
 
-from .errors import InvalidArgumentError, InvalidBodyError, MessageTooLargeError, ProtocolError
+from nsq.errors import InvalidArgumentError, InvalidBodyError, MessageTooLargeError, ProtocolError
 
 __all__ = [
     "MAGIC_V2",

@@ -7,7 +7,7 @@ import json
 import struct
 from typing import Any, Iterable
 
-from .errors import InvalidArgumentError, InvalidBodyError, MessageTooLargeError, ProtocolError
+from nsq.errors import InvalidArgumentError, InvalidBodyError, MessageTooLargeError, ProtocolError
 
 __all__ = [
     "MAGIC_V2",

@@ -16,8 +16,8 @@ from time import monotonic as _monotonic
 from msgengine.fork import fork_generation
 from msgengine.primitives import NullLock
 
-from . import codec
-from .errors import (
+from nsq import codec
+from nsq.errors import (
     ConnectionClosedError,
     InvalidArgumentError,
     InvalidBodyError,
@@ -25,7 +25,7 @@ from .errors import (
     PublishInCallbackError,
     TimeoutError,
 )
-from .names import check_topic
+from nsq.names import check_topic
 
 __all__ = ["BATCH_MAX_COUNT", "LaneAnswer", "Publisher", "TopicLane", "Waiter", "lane_lock"]
 

@@ -24,15 +24,15 @@ from msgengine.correlator import Pending
 from msgengine.fork import fork_generation
 from msgengine.primitives import NullLock
 
-from . import codec
-from .errors import (
+from nsq import codec
+from nsq.errors import (
     ConnectionClosedError,
     InvalidBodyError,
     MessageTooLargeError,
     PublishInCallbackError,
     TimeoutError,
 )
-from .names import check_topic
+from nsq.names import check_topic
 
 __all__ = ["BATCH_MAX_COUNT", "LaneAnswer", "Publisher", "TopicLane", "Waiter", "lane_lock"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from msgengine.runtime import ProcessLock
 
-from .config import InvalidKeywordArgumentError  # noqa: F401 - re-exported (its old home)
-from .errors import ConfigError
+from nsq.config import InvalidKeywordArgumentError  # noqa: F401 - re-exported (its old home)
+from nsq.errors import ConfigError
 
 
 def address_list(addresses: Any, what: str) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from msgengine.twins import load_twins
 
-from . import _frame_py
+from nsq import _frame_py
 
 _MISSING = ("nsq: the compiled frame codec (nsq._frame) is not installed (%s); using the pure-Python codec, "
             "about five times slower to decode. Install a binary wheel of nsqfast, or build from source with a C "

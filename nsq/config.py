@@ -23,9 +23,9 @@ from msgengine.flow import DEFAULT_LOW_RDY_IDLE_TIMEOUT, DEFAULT_MAX_BACKOFF_DUR
 from msgengine.runtime import BackendSetting
 from msgengine.transport import import_snappy, make_ssl_context
 
-from . import codec
-from .errors import ConfigError
-from .version import __version__
+from nsq import codec
+from nsq.errors import ConfigError
+from nsq.version import __version__
 
 DEFAULT_USER_AGENT = "nsqfast/%s" % __version__
 

@@ -37,9 +37,9 @@ from msgengine.driver import Driver
 from msgengine.runtime import on_fork_in_child
 from msgengine.transport import DeflateStream, PlainStream, SnappyStream, TLSStream
 
-from . import codec, events, loops
-from .config import DEFAULT_USER_AGENT, POSITIONAL, Config
-from .errors import (
+from nsq import codec, hooks, loops
+from nsq.config import DEFAULT_USER_AGENT, POSITIONAL, Config
+from nsq.errors import (
     ConfigError,
     ConnectionClosedError,
     Error,
@@ -49,8 +49,8 @@ from .errors import (
     ReqFailedError,
     TouchFailedError,
 )
-from .message import Message
-from .sansio import (
+from nsq.message import Message
+from nsq.sansio import (
     CLOSE_WAIT,
     HEARTBEAT,
     MAX_DELAY_MS,
@@ -86,7 +86,7 @@ MessageSink = Callable[["Connection", list[Message]], None]
 ResponseListener = Callable[["Connection", Message, "bool | None"], None]
 
 
-class Connection(Driver[NsqProtocol], events.EventedMixin):
+class Connection(Driver[NsqProtocol], hooks.EventedMixin):
     """A connection to one nsqd, usable on gevent or threads: ``connect()``
     runs the handshake on the caller and raises on failure (``AsyncConn``,
     below, is pynsq's, whose ``connect()`` returns at once).
@@ -292,7 +292,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         self._check_not_closed()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.stream.settimeout(config.timeout)
-        self.trigger(events.CONNECT, conn=self)
+        self.trigger(hooks.CONNECT, conn=self)
         early = self._handshake(sock)
         # Dead-peer detection is the driver's watchdog, not a socket timeout:
         # under gevent a timeout costs a timer object per blocking read.
@@ -301,7 +301,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
             self.handle_events(early)
         self._check_not_closed()
         self.start_io(config.read_timeout)
-        self.trigger(events.READY, conn=self)
+        self.trigger(hooks.READY, conn=self)
 
     def _check_not_closed(self) -> None:
         """(AsyncConn: the program may close the connection while it connects.)"""
@@ -315,8 +315,8 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         frames that came right after the last answer, for the live connection."""
         protocol = self.protocol
         protocol.start()
-        if self.has_listeners(events.IDENTIFY):
-            self.trigger(events.IDENTIFY, conn=self, data=self.config.identify_data())
+        if self.has_listeners(hooks.IDENTIFY):
+            self.trigger(hooks.IDENTIFY, conn=self, data=self.config.identify_data())
         self.stream.send(protocol.data_to_send())
         early: list = []
         ready = False
@@ -332,7 +332,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
                 elif ready:
                     early.append(event)  # frames right after the last answer: the live connection's
                 elif isinstance(event, Identified):
-                    self.trigger(events.IDENTIFY_RESPONSE, conn=self, data=event.features)
+                    self.trigger(hooks.IDENTIFY_RESPONSE, conn=self, data=event.features)
                 elif isinstance(event, UpgradeTLS):
                     tls = TLSStream(sock, self.config.ssl_context, self.host,
                                     self.config.read_size or self.backend.read_size)
@@ -352,11 +352,11 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
                     identity = event.identity
                     logger.debug("[%s] authenticated as %r (%s permissions)",
                                  self.id, identity.get("identity"), identity.get("permission_count"))
-                    self.trigger(events.AUTH_RESPONSE, conn=self, data=identity)
+                    self.trigger(hooks.AUTH_RESPONSE, conn=self, data=identity)
             if protocol.state is State.AUTHENTICATING and not auth_told:
                 auth_told = True  # pynsq's auth event: the secret, as the AUTH about to go out carries it
                 secret = self.config.auth_secret
-                self.trigger(events.AUTH, conn=self, data=secret.encode() if isinstance(secret, str) else secret)
+                self.trigger(hooks.AUTH, conn=self, data=secret.encode() if isinstance(secret, str) else secret)
             data = protocol.data_to_send()  # AUTH, NOP
             if data:
                 self.stream.send(data)
@@ -374,10 +374,10 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
                     sink(self, event.messages)
                 else:
                     for message in event.messages:
-                        self.trigger(events.MESSAGE, conn=self, message=message)
+                        self.trigger(hooks.MESSAGE, conn=self, message=message)
             elif kind is ResponseReceived:
-                if self.has_listeners(events.RESPONSE):
-                    self.trigger(events.RESPONSE, conn=self, data=event.data)
+                if self.has_listeners(hooks.RESPONSE):
+                    self.trigger(hooks.RESPONSE, conn=self, data=event.data)
                 if event.pending is not None:
                     event.pending.resolve(self, event.data)
             elif isinstance(event, HeartbeatReceived):
@@ -385,7 +385,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
                     self.command(self.protocol.send_nop)  # written before anything else runs
                 except Error:
                     pass
-                self.trigger(events.HEARTBEAT, conn=self)
+                self.trigger(hooks.HEARTBEAT, conn=self)
             elif kind is ErrorReceived:
                 self._on_error(event)
 
@@ -394,7 +394,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         if event.pending is None:
             log = logger.warning if isinstance(error, (FinFailedError, ReqFailedError, TouchFailedError)) else logger.error
             log("[%s] %s", self.id, error)
-        self.trigger(events.ERROR, conn=self, error=error)
+        self.trigger(hooks.ERROR, conn=self, error=error)
         if error.fatal:  # closed before the caller wakes, so it cannot reuse this connection
             self.close_now(error)
         if event.pending is not None:
@@ -515,7 +515,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
             self.backend.call_threadsafe(self.touch_message, message)
             return
         self.command(self.protocol.touch, message.id)
-        self.trigger(events.TOUCH, conn=self, message=message)
+        self.trigger(hooks.TOUCH, conn=self, message=message)
 
     def finish_many(self, message_ids: list[bytes]) -> None:
         """FIN several messages in one write (the caller marks them finished
@@ -556,7 +556,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
         self.close_now(reason)
 
     def on_closed(self) -> None:
-        self.trigger(events.CLOSE, conn=self)
+        self.trigger(hooks.CLOSE, conn=self)
 
     def stop_io_after_fork(self) -> None:
         """First thing in a forked child, before any owner hears of the fork:
@@ -581,7 +581,7 @@ class Connection(Driver[NsqProtocol], events.EventedMixin):
             for pending in waiting:
                 pending.resolve(self, error)
             self.set_closed_event()
-            self.trigger(events.CLOSE, conn=self)
+            self.trigger(hooks.CLOSE, conn=self)
         else:
             # the threads that waited do not exist in the child
             self.reset_closed_event()
@@ -626,7 +626,7 @@ class AsyncConn(Connection):
                 logger.warning("[%s] %s", self.id, failure)
             elif isinstance(failure, Error):  # nsqd refused (E_AUTH_FAILED, ...), or a broken handshake
                 logger.warning("[%s] handshake failed: %s", self.id, failure)
-                self.trigger(events.ERROR, conn=self, error=failure)
+                self.trigger(hooks.ERROR, conn=self, error=failure)
             else:
                 logger.exception("[%s] handshake failed", self.id)
             self.close_now(exc)
@@ -639,6 +639,6 @@ class AsyncConn(Connection):
         connect() found one; else here."""
         bridge = self._bridge
         if bridge is None or (self.backend.name == "asyncio" and bridge.in_loop_thread()):
-            events.EventedMixin.trigger(self, name, *args, **kwargs)
+            hooks.EventedMixin.trigger(self, name, *args, **kwargs)
         elif self.has_listeners(name):
-            bridge.call_soon(functools.partial(events.EventedMixin.trigger, self, name, *args, **kwargs))
+            bridge.call_soon(functools.partial(hooks.EventedMixin.trigger, self, name, *args, **kwargs))

@@ -8,7 +8,7 @@ from typing import Any
 
 from msgengine.transport import DeflateStream
 
-from .compressed_socket import CompressedSocket, StreamDecoder, StreamEncoder
+from nsq.compressed_socket import CompressedSocket, StreamDecoder, StreamEncoder
 
 # the inflating side has no level; a valid one for the stream object it runs on
 _ANY_LEVEL = 6

@@ -1,8 +1,8 @@
 """pynsq's ``nsq.event`` module: the event names and the EventedMixin, as
-``from nsq import event`` expects them (they live in nsq.events)."""
+``from nsq import event`` expects them (they live in nsq.hooks)."""
 from __future__ import annotations
 
-from .events import (  # noqa: F401
+from nsq.hooks import (  # noqa: F401
     AUTH,
     AUTH_RESPONSE,
     BACKOFF,

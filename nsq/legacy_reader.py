@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-from .reader import Reader
+from nsq.reader import Reader
 
 
 class LegacyReader:

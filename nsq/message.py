@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Protocol
 
-from . import events
-from .errors import Error, InvalidArgumentError
+from nsq import hooks
+from nsq.errors import Error, InvalidArgumentError
 
 
 class AlreadyRespondedError(Error, AssertionError):
@@ -34,7 +34,7 @@ class MessageDelegate(Protocol):
 Responder = MessageDelegate  # the name this protocol had before
 
 
-class Message(events.EventedMixin):
+class Message(hooks.EventedMixin):
     """A message received from nsqd.
 
     ``id`` is the 16-byte hex id (bytes), ``body`` the payload, ``timestamp``
@@ -99,7 +99,7 @@ class Message(events.EventedMixin):
             raise AlreadyRespondedError("message %r has already been finished or requeued" % (self.id,))
         self._responded = True
         if self._callbacks:
-            self.trigger(events.FINISH, message=self)
+            self.trigger(hooks.FINISH, message=self)
 
     def finish(self) -> None:
         """Tell nsqd the message was handled (FIN)."""
@@ -107,7 +107,7 @@ class Message(events.EventedMixin):
         if responder is not None:
             responder.finish_message(self)
         if self._callbacks:
-            self.trigger(events.FINISH, message=self)
+            self.trigger(hooks.FINISH, message=self)
 
     def requeue(
         self, backoff: bool | None = None, delay: float | None = None, time_ms: int | None = None, **kwargs: Any
@@ -149,7 +149,7 @@ class Message(events.EventedMixin):
         if responder is not None:
             responder.requeue_message(self, seconds, True if backoff is None else backoff)
         if self._callbacks:
-            self.trigger(events.REQUEUE, message=self, **told)
+            self.trigger(hooks.REQUEUE, message=self, **told)
 
     def touch(self) -> None:
         """Ask nsqd for more time before it times the message out (TOUCH)."""
@@ -158,4 +158,4 @@ class Message(events.EventedMixin):
         if self._responder is not None:
             self._responder.touch_message(self)
         if self._callbacks:
-            self.trigger(events.TOUCH, message=self)
+            self.trigger(hooks.TOUCH, message=self)

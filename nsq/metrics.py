@@ -20,8 +20,8 @@ from __future__ import annotations
 from msgengine.metrics import REGISTRY, CollectorRegistry, Families, MetricSpec, ObjectCollector, register_object
 from msgengine.metrics import unregister_object
 
-from .reader import Reader
-from .writer import Writer
+from nsq.reader import Reader
+from nsq.writer import Writer
 
 __all__ = ["NsqCollector", "register", "unregister", "READER_METRICS", "WRITER_METRICS"]
 

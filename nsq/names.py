@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidArgumentError
+from nsq.errors import InvalidArgumentError
 
 #: anchored as pynsq's is (``VALID_NAME_RE.match(name)`` checks the whole name), with ``\Z``
 #: rather than ``$``, so that a trailing newline is not a valid name either

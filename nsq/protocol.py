@@ -9,10 +9,10 @@ import json
 import struct
 from typing import Any, Iterable
 
-from . import codec
-from .errors import ConnectionClosedError, Error, IntegrityError, SendError
-from .message import Message
-from .names import VALID_NAME_RE, valid_channel_name, valid_topic_name
+from nsq import codec
+from nsq.errors import ConnectionClosedError, Error, IntegrityError, SendError
+from nsq.message import Message
+from nsq.names import VALID_NAME_RE, valid_channel_name, valid_topic_name
 
 MAGIC_V2 = codec.MAGIC_V2
 NL = b"\n"

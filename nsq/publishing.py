@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from msgengine.twins import load_twins
 
-from . import _publish_py, codec
+from nsq import _publish_py, codec
 
 _MISSING = ("nsq: the compiled publish path (nsq._publish) is not installed (%s); using the pure-Python one. "
             "Install a binary wheel of nsqfast, or build from source with a C compiler.")

@@ -26,13 +26,13 @@ from typing import Any, Callable, Iterable, Mapping
 from msgengine.errors import EngineError
 from msgengine.runtime import FOREIGN_THREAD_GRACE, from_any_thread, monotonic, on_fork_in_child
 
-from . import client, loops
-from .conn import Connection
-from .config import Config, ReaderSettings
-from .errors import ConfigError, Error, ForkedError, ReadOnlyAttributeError
-from .message import Message
-from .names import check_channel, check_topic
-from .subscription import Subscription
+from nsq import client, loops
+from nsq.config import Config, ReaderSettings
+from nsq.conn import Connection
+from nsq.errors import ConfigError, Error, ForkedError, ReadOnlyAttributeError
+from nsq.message import Message
+from nsq.names import check_channel, check_topic
+from nsq.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 

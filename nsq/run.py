@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from msgengine.runtime import get_backend
 
-from . import client, loops
+from nsq import client, loops
 
 logger = logging.getLogger(__name__)
 

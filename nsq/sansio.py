@@ -29,8 +29,8 @@ from typing import Any, Callable, Hashable
 
 from msgengine.correlator import FifoCorrelator, Pending
 
-from . import codec
-from .errors import (
+from nsq import codec
+from nsq.errors import (
     AuthError,
     ConfigError,
     ConnectionClosedError,
@@ -42,7 +42,7 @@ from .errors import (
     TouchFailedError,
     server_error,
 )
-from .rdy import DEFAULT_MAX_RDY_COUNT, RdyCount
+from nsq.rdy import DEFAULT_MAX_RDY_COUNT, RdyCount
 
 logger = logging.getLogger(__name__)
 

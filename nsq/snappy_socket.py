@@ -13,7 +13,7 @@ from typing import Any
 
 from msgengine.transport import SnappyStream
 
-from .compressed_socket import CompressedSocket, StreamDecoder, StreamEncoder
+from nsq.compressed_socket import CompressedSocket, StreamDecoder, StreamEncoder
 
 if find_spec("snappy") is None:
     raise ImportError("nsq.snappy_socket needs the python-snappy package (pip install python-snappy)", name="snappy")

@@ -20,12 +20,12 @@ from typing import Any, Callable, Hashable, Iterable, cast
 
 from msgengine.supervisor import Supervisor
 
-from . import lookupd
-from .config import Config, ReaderSettings
-from .conn import Connection, MessageSink
-from .errors import ConfigError, Error
-from .message import Message
-from .rdy import RdyManager
+from nsq import lookupd
+from nsq.config import Config, ReaderSettings
+from nsq.conn import Connection, MessageSink
+from nsq.errors import ConfigError, Error
+from nsq.message import Message
+from nsq.rdy import RdyManager
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from . import codec
-from .errors import ConnectionClosedError
+from nsq import codec
+from nsq.errors import ConnectionClosedError
 
 
 class SyncConn:

@@ -25,10 +25,10 @@ from msgengine.runtime import (
 )
 from msgengine.supervisor import Supervisor
 
-from . import client, codec, events, loops, publishing
-from .config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, Config, WriterSettings
-from .conn import MAX_DELAY_MS, Connection
-from .errors import (
+from nsq import client, codec, hooks, loops, publishing
+from nsq.config import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, Config, WriterSettings
+from nsq.conn import MAX_DELAY_MS, Connection
+from nsq.errors import (
     AuthError,
     ConnectionClosedError,
     Error,
@@ -42,7 +42,7 @@ from .errors import (
     SendError,
     TimeoutError,
 )
-from .names import check_topic
+from nsq.names import check_topic
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ class Writer:
         """One connection attempt (the supervisor retries with backoff)."""
         generation = self._generation
         conn = Connection(target[0], target[1], self.config)
-        conn.on(events.HEARTBEAT, self._on_heartbeat)
+        conn.on(hooks.HEARTBEAT, self._on_heartbeat)
         conn.enable_caller_reads()  # a blocking publish reads its own answer when no one else reads
         conn.connect()  # (a failure is the supervisor's last_error)
         if generation != self._generation:  # forked while connecting: this connection is the parent's
@@ -364,7 +364,7 @@ class Writer:
                 return
             # Forget a connection the moment it closes, so that no publish picks it
             # while its maintainer task has not woken up yet.
-            conn.on(events.CLOSE, self._on_conn_close)
+            conn.on(hooks.CLOSE, self._on_conn_close)
             self.conns[conn.id] = conn
             self._conn_list = self._publisher.conns = list(self.conns.values())
             self._connected.set()

@@ -14,7 +14,7 @@ are the official enums, with their values.
 
 The extension's own objects, which the official module wraps:
 - ``ClientConfiguration``, ``ProducerConfiguration``,
-  ``ConsumerConfiguration``, ``ReaderConfiguration`` (``configuration.py``)
+  ``ConsumerConfiguration``, ``ReaderConfiguration`` (``configobjects.py``)
   and ``Client(service_url, ClientConfiguration)``, a ``pulsarfast.Client``;
 - ``MessageBuilder`` (``messagebuilder.py``), ``MessageBatch``
   (``messagebatch.py``), ``DeadLetterPolicy`` (``policies.py``),
@@ -25,39 +25,18 @@ The extension's own objects, which the official module wraps:
   wrapped objects behind them: the methods are the top-level ones).
 
 ``Error`` is the extension's result-and-message pair of its callbacks
-(``errors.ErrorResult``; pulsarfast's callbacks get a ``Result``, as the
+(``results.ErrorResult``; pulsarfast's callbacks get a ``Result``, as the
 official module's do). ``SchemaInfo`` is ``pulsarfast.schema.info``'s,
 ``TopicRegex`` ``topicregex.py``'s (``Client.subscribe`` takes one).
-``TableView`` is ``table.RawTableView`` (values as bytes: ``get(key)`` is a
+``TableView`` is ``rawtable.RawTableView`` (values as bytes: ``get(key)`` is a
 ``(found, value)`` pair, ``size()``, ``for_each``, ``for_each_and_listen``,
 ``close()``; ``TableView()`` is an empty one, as there) and
-``TableViewConfiguration`` is configuration.py's: ``_pulsar.Client``'s
+``TableViewConfiguration`` is configobjects.py's: ``_pulsar.Client``'s
 ``create_table_view(topic, TableViewConfiguration)`` returns the former.
 """
 from __future__ import annotations
 
-from .auth import (
-    Authentication,
-    AuthenticationAthenz,
-    AuthenticationBasic,
-    AuthenticationOauth2,
-    AuthenticationTLS,
-    AuthenticationToken,
-)
-from .configuration import (
-    Client,
-    ClientConfiguration,
-    ConsumerConfiguration,
-    ProducerConfiguration,
-    ReaderConfiguration,
-    TableViewConfiguration,
-)
-from .consumer import Consumer
-from .cryptokeys import AbstractCryptoKeyReader
-from .cryptokeys import RawCryptoKeyReader as CryptoKeyReader
-from .cryptokeys import RawEncryptionContext as EncryptionContext
-from .cryptokeys import RawEncryptionKey as EncryptionKey
-from .enums import (
+from pulsarfast.base.enums import (
     BatchingType,
     CompressionType,
     ConsumerCryptoFailureAction,
@@ -69,20 +48,41 @@ from .enums import (
     RegexSubscriptionMode,
     SchemaType,
 )
-from .errors import *  # noqa: F401,F403 - one exception class per Result code (errors.EXCEPTION_NAMES)
-from .errors import EXCEPTION_NAMES
-from .errors import ErrorResult as Error
-from .logger import LoggerLevel
-from .message import Message, MessageId
-from .messagebatch import RawMessageBatch as MessageBatch
-from .messagebuilder import MessageBuilder
-from .policies import BatchReceivePolicy, DeadLetterPolicy, DeadLetterPolicyBuilder, KeySharedPolicy
-from .producer import Producer
-from .reader import Reader
-from .schema.info import SchemaInfo
-from .service import ServiceInfo
-from .table import RawTableView as TableView
-from .topicregex import TopicRegex
+from pulsarfast.base.logger import LoggerLevel
+from pulsarfast.base.results import *  # noqa: F401,F403 - one exception class per Result code (results.EXCEPTION_NAMES)
+from pulsarfast.base.results import EXCEPTION_NAMES
+from pulsarfast.base.results import ErrorResult as Error
+from pulsarfast.consuming.consumer import Consumer
+from pulsarfast.consuming.rawtable import RawTableView as TableView
+from pulsarfast.consuming.reader import Reader
+from pulsarfast.endpoints.auth import (
+    Authentication,
+    AuthenticationAthenz,
+    AuthenticationBasic,
+    AuthenticationOauth2,
+    AuthenticationTLS,
+    AuthenticationToken,
+)
+from pulsarfast.endpoints.serviceinfo import ServiceInfo
+from pulsarfast.extension.configobjects import (
+    Client,
+    ClientConfiguration,
+    ConsumerConfiguration,
+    ProducerConfiguration,
+    ReaderConfiguration,
+    TableViewConfiguration,
+)
+from pulsarfast.extension.messagebuilder import MessageBuilder
+from pulsarfast.extension.policies import BatchReceivePolicy, DeadLetterPolicy, DeadLetterPolicyBuilder, KeySharedPolicy
+from pulsarfast.extension.topicregex import TopicRegex
+from pulsarfast.producing.producer import Producer
+from pulsarfast.schema.info import SchemaInfo
+from pulsarfast.wire.cryptokeys import AbstractCryptoKeyReader
+from pulsarfast.wire.cryptokeys import RawCryptoKeyReader as CryptoKeyReader
+from pulsarfast.wire.cryptokeys import RawEncryptionContext as EncryptionContext
+from pulsarfast.wire.cryptokeys import RawEncryptionKey as EncryptionKey
+from pulsarfast.wire.message import Message, MessageId
+from pulsarfast.wire.messagebatch import RawMessageBatch as MessageBatch
 
 
 __all__ = [

@@ -35,13 +35,7 @@ from typing import Any, Awaitable, Callable, List, NoReturn, Union
 
 from msgengine.aio import SLICE, next_turn, run_sync
 
-from .aiotake import Takes
-from .client import Client as _SyncClient
-from .batchreceive import ConsumerBatchReceivePolicy
-from .consumer import Consumer as _SyncConsumer
-from .cryptokeys import CryptoKeyReader
-from .deadletter import ConsumerDeadLetterPolicy
-from .enums import (
+from pulsarfast.base.enums import (
     BatchingType,
     CompressionType,
     ConsumerCryptoFailureAction,
@@ -51,13 +45,19 @@ from .enums import (
     ProducerAccessMode,
     RegexSubscriptionMode,
 )
-from .errors import PulsarException as _SyncPulsarException
-from .errors import Result
-from .keyshared import ConsumerKeySharedPolicy
-from .message import Message, MessageId
-from .producer import Producer as _SyncProducer
-from .reader import Reader as _SyncReader
-from .schema import BytesSchema, Schema
+from pulsarfast.base.results import PulsarException as _SyncPulsarException
+from pulsarfast.base.results import Result
+from pulsarfast.client import Client as _SyncClient
+from pulsarfast.consuming.aiotake import Takes
+from pulsarfast.consuming.consumer import Consumer as _SyncConsumer
+from pulsarfast.consuming.reader import Reader as _SyncReader
+from pulsarfast.options.batchreceive import ConsumerBatchReceivePolicy
+from pulsarfast.options.deadletterpolicy import ConsumerDeadLetterPolicy
+from pulsarfast.options.keyshared import ConsumerKeySharedPolicy
+from pulsarfast.producing.producer import Producer as _SyncProducer
+from pulsarfast.schema import BytesSchema, Schema
+from pulsarfast.wire.cryptokeys import CryptoKeyReader
+from pulsarfast.wire.message import Message, MessageId
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ the socket module is monkey-patched, else threads, or ``backend=``), the
 connection pool (one connection per broker), lookups, the supervisor that
 re-creates producers and consumers after a broker closed them or a
 connection died, the producer and consumer id counters, and what every
-connection uses to secure itself: the TLS context (``pulsarfast.tls``, for
-``pulsar+ssl://``) and the authentication (``pulsarfast.auth``).
+connection uses to secure itself: the TLS context (``pulsarfast.endpoints.tls``, for
+``pulsar+ssl://``) and the authentication (``pulsarfast.endpoints.auth``).
 
 After ``os.fork()`` (gunicorn ``--preload``, Celery prefork, multiprocessing),
 a client made in the parent works in the child on connections of its own,
@@ -41,11 +41,16 @@ from msgengine.runtime import Backend, ProcessLock, fork_generation, from_any_th
 from msgengine.supervisor import Supervisor
 from msgengine.taskgroup import TaskGroup
 
-from .config import ClientSettings, ConsumerSettings, ProducerSettings, ReaderSettings, TableViewSettings
-from .connection import BrokerConnection
-from .consumer import Consumer, MessageListener, TopicConsumer
-from .enums import CompressionType, ConsumerType, InitialPosition, PartitionsRoutingMode, RegexSubscriptionMode
-from .errors import (
+from pulsarfast.base.enums import (
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    RegexSubscriptionMode,
+)
+from pulsarfast.base.logger import route_logs
+from pulsarfast.base.parts import Parts
+from pulsarfast.base.results import (
     AlreadyClosed,
     BrokerMetadataError,
     BrokerPersistenceError,
@@ -54,22 +59,34 @@ from .errors import (
     ServiceUnitNotReady,
     TooManyLookupRequestException,
 )
-from .logger import route_logs
-from .discovery import Discovery
-from .lifetime import TASK_END_SECONDS, ClientLifetime
-from .parts import Parts
-from .message import MessageId
-from .owner import Owner, Supervised
-from .pattern import PatternClient, PatternWatch, TopicPattern, list_namespace, open_topic_watch
-from .partitionwatch import PartitionClient, PartitionWatch, join_consumer_partitions, join_producer_partitions
-from .pool import ConnectionPool
-from .producer import PartitionProducer, Producer
-from .reader import Reader, ReaderListener
-from .schemafetch import attach_schema_source
-from .service import ServiceInfo
-from .table import RawTableView
-from .tableview import TableView
-from .topics import full_topic_name, partition_name
+from pulsarfast.base.topics import full_topic_name, partition_name
+from pulsarfast.consuming.consumer import Consumer, MessageListener, TopicConsumer
+from pulsarfast.consuming.partitionwatch import (
+    PartitionClient,
+    PartitionWatch,
+    join_consumer_partitions,
+    join_producer_partitions,
+)
+from pulsarfast.consuming.pattern import PatternClient, PatternWatch, TopicPattern, list_namespace, open_topic_watch
+from pulsarfast.consuming.rawtable import RawTableView
+from pulsarfast.consuming.reader import Reader, ReaderListener
+from pulsarfast.endpoints.serviceinfo import ServiceInfo
+from pulsarfast.network.connection import BrokerConnection
+from pulsarfast.network.discovery import Discovery
+from pulsarfast.network.lifetime import TASK_END_SECONDS, ClientLifetime
+from pulsarfast.network.owner import Owner, Supervised
+from pulsarfast.network.pool import ConnectionPool
+from pulsarfast.network.schemafetch import attach_schema_source
+from pulsarfast.options.settings import (
+    ClientSettings,
+    ConsumerSettings,
+    ProducerSettings,
+    ReaderSettings,
+    TableViewSettings,
+)
+from pulsarfast.producing.producer import PartitionProducer, Producer
+from pulsarfast.tableview import TableView
+from pulsarfast.wire.message import MessageId
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +99,7 @@ _NOT_READY_YET = (BrokerPersistenceError, BrokerMetadataError, ServiceUnitNotRea
 class Client:
     """A connection to a Pulsar cluster: ``Client("pulsar://localhost:6650")``.
 
-    Each method's arguments become one settings object (config.py, where
+    Each method's arguments become one settings object (settings.py, where
     their defaults are written: the signatures take them from there), checked
     before any network traffic and handed whole to what the method makes.
     """
@@ -455,7 +472,7 @@ class Client:
         subscription_name: str | None = TableViewSettings.subscription_name,
         schema: Any = TableViewSettings.schema,
     ) -> TableView:
-        """A table view of topic (tableview.py, table.py): returned once it holds what the topic holds."""
+        """A table view of topic (tableview.py, rawtable.py): returned once it holds what the topic holds."""
         settings = TableViewSettings.from_arguments(locals())
         return TableView(self.open_table_view(settings), settings.topic, settings.subscription_name,
                          settings.schema)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from msgengine.metrics import REGISTRY, CollectorRegistry, Families, MetricSpec, ObjectCollector, register_object
 from msgengine.metrics import unregister_object
 
-from .consumer import Consumer
-from .producer import Producer
-from .reader import Reader
+from pulsarfast.consuming.consumer import Consumer
+from pulsarfast.consuming.reader import Reader
+from pulsarfast.producing.producer import Producer
 
 __all__ = ["PulsarCollector", "register", "unregister", "CONSUMER_METRICS", "PRODUCER_METRICS"]
 

@@ -2,8 +2,8 @@
 ``pulsar.TableView``): what ``Client.create_table_view`` returns, the latest
 value of each key of a topic, decoded with the table view's schema.
 
-It wraps a ``table.RawTableView`` (the values as bytes, the reader that
-keeps them, the listeners; see table.py for what a table view does with
+It wraps a ``rawtable.RawTableView`` (the values as bytes, the reader that
+keeps them, the listeners; see rawtable.py for what a table view does with
 tombstones, messages without a key and listeners that raise) and decodes:
 ``get(key)`` (None for a key it does not hold), ``for_each(callback)``,
 ``for_each_and_listen(callback)``, each callback called as
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .schema.schema import Schema
-from .table import RawTableView
+from pulsarfast.consuming.rawtable import RawTableView
+from pulsarfast.schema.schema import Schema
 
 __all__ = ["TableView"]
 

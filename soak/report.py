@@ -327,7 +327,7 @@ def write_page(args) -> int:
     if data["pulsar_fuzz"]:
         lines += ["## Pulsar wire fuzzing", "", "`fuzz/fuzz_pulsar.py` builds frames with pulsarfast's own encoders,",
                   "mutates them (also re-framed with a correct size and crc32c, to reach what lies behind the",
-                  "checksum), cuts the stream into chunks and feeds it to the compiled `pulsarfast._wire` and",
+                  "checksum), cuts the stream into chunks and feeds it to the compiled `pulsarfast.wire._codec` and",
                   "its pure twin `_wire_py`: the frame decoder, `decode_message`, `split_batch` and",
                   "`split_batch_decoded`; then the generic command decoder and the sansio receiving path.",
                   "It fails on any exception but ProtocolError, any disagreement between the twins (result",

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from .app import run_main
+from msgengine.cli.app import run_main
 
 __all__ = ["Subcommand", "Tool"]
 

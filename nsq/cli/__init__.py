@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from msgengine.cli.tool import Tool
 
-from ..errors import Error
-from ..version import __version__
-from . import pub, stat, tail
+from nsq.cli import pub, stat, tail
+from nsq.errors import Error
+from nsq.version import __version__
 
 EXAMPLE = """example:
   seq 1000 | nsqfast pub events --nsqd-tcp-address 127.0.0.1:4150

@@ -1,4 +1,4 @@
 """python -m nsq.cli: the same as the nsqfast command."""
-from . import console_main
+from nsq.cli import console_main
 
 console_main()

@@ -12,8 +12,8 @@ import requests
 
 from msgengine.cli.app import CliError, one_line
 
-from ..conn import Connection
-from ..errors import Error
+from nsq.conn import Connection
+from nsq.errors import Error
 
 
 def _host_port(text: str, option: str) -> tuple[str, int]:

@@ -14,10 +14,10 @@ from msgengine.cli.app import EXIT_INTERRUPTED, EXIT_OK, CliError, add_common_op
 from msgengine.cli.lines import LineBatches
 from msgengine.cli.progress import Progress, summary
 
-from ..errors import Error, InvalidArgumentError
-from ..names import check_topic
-from ..writer import Writer
-from . import addresses
+from nsq.cli import addresses
+from nsq.errors import Error, InvalidArgumentError
+from nsq.names import check_topic
+from nsq.writer import Writer
 
 EXAMPLE = """example:
   seq 100000 | nsqfast pub events --nsqd-tcp-address 127.0.0.1:4150

@@ -14,8 +14,8 @@ from typing import Any
 
 from msgengine.cli.app import EXIT_OK, CliError, add_common_options
 
-from . import addresses
-from .stats_source import Counts, Key, StatsSource
+from nsq.cli import addresses
+from nsq.cli.stats_source import Counts, Key, StatsSource
 
 EXAMPLE = """example:
   nsqfast stat --nsqd-http-address 127.0.0.1:4151 --topic events --count 1

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from msgengine.cli.app import CliError
 
-from . import addresses
+from nsq.cli import addresses
 
 #: (topic, channel); channel None: the topic itself
 Key = tuple[str, "str | None"]

@@ -16,11 +16,11 @@ from typing import Any
 from msgengine.cli.app import EXIT_OK, CliError, add_common_options
 from msgengine.cli.output import MessageWriter
 
-from ..message import Message
-from ..names import check_channel, check_topic
-from ..errors import InvalidArgumentError
-from ..reader import Reader
-from . import addresses
+from nsq.cli import addresses
+from nsq.errors import InvalidArgumentError
+from nsq.message import Message
+from nsq.names import check_channel, check_topic
+from nsq.reader import Reader
 
 EXAMPLE = """example:
   nsqfast tail events --nsqd-tcp-address 127.0.0.1:4150 -n 10

@@ -62,6 +62,6 @@ def __getattr__(name: str) -> Any:
 def register(spark: Any) -> None:
     """Make ``format("nsq")`` available in this SparkSession."""
     _require_pyspark()
-    from .datasource import NsqDataSource
+    from nsq.spark.datasource import NsqDataSource
 
     spark.dataSource.register(NsqDataSource)

@@ -12,11 +12,11 @@ import requests
 
 from msgengine.sparkoptions import OptionReader
 
-from .. import lookupd
-from ..client import split_host_port
-from ..config import Config, ReaderSettings
-from ..errors import ConfigError
-from ..names import valid_channel_name, valid_topic_name
+from nsq import lookupd
+from nsq.client import split_host_port
+from nsq.config import Config, ReaderSettings
+from nsq.errors import ConfigError
+from nsq.names import valid_channel_name, valid_topic_name
 
 
 class NsqOptionError(ConfigError):

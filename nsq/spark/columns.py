@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..message import Message
+from nsq.message import Message
 
 #: an input partition's IPC stream stays under this size when the batch allows (Spark ships it inside the task)
 MAX_PARTITION_BYTES = 32 * 1024 * 1024

@@ -17,11 +17,11 @@ from typing import Iterable
 
 from msgengine.primitives import Timer
 
-from ..conn import Connection
-from ..errors import Error
-from ..message import Message
-from ..subscription import Subscription
-from ._options import SourceConfig
+from nsq.conn import Connection
+from nsq.errors import Error
+from nsq.message import Message
+from nsq.spark._options import SourceConfig
+from nsq.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from ._options import SourceConfig
-from .sink import NsqStreamWriter, NsqWriter, SinkConfig
-from .source import SOURCE_SCHEMA, NsqStreamReader, check_schema
+from nsq.spark._options import SourceConfig
+from nsq.spark.sink import NsqStreamWriter, NsqWriter, SinkConfig
+from nsq.spark.source import SOURCE_SCHEMA, NsqStreamReader, check_schema
 
 
 class NsqDataSource(DataSource):

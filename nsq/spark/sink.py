@@ -21,12 +21,12 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from msgengine.correlator import Pending
 
-from .. import codec
-from ..config import Config
-from ..conn import Connection
-from ..errors import Error
-from ..names import valid_topic_name
-from ._options import NsqOptionError, Options, check_topic_option, connection_kwargs, discover, nsqd_addresses
+from nsq import codec
+from nsq.config import Config
+from nsq.conn import Connection
+from nsq.errors import Error
+from nsq.names import valid_topic_name
+from nsq.spark._options import NsqOptionError, Options, check_topic_option, connection_kwargs, discover, nsqd_addresses
 
 logger = logging.getLogger(__name__)
 

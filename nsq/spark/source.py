@@ -36,9 +36,9 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 
 from msgengine.sparkoptions import pick_columns
 
-from . import columns as arrow_columns
-from ._options import NsqOptionError, SourceConfig
-from .consumer import Chunk, Consumer
+from nsq.spark import columns as arrow_columns
+from nsq.spark._options import NsqOptionError, SourceConfig
+from nsq.spark.consumer import Chunk, Consumer
 
 logger = logging.getLogger(__name__)
 

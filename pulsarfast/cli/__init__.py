@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from msgengine.cli.tool import Tool
 
-from ..errors import PulsarException
-from ..version import __version__
-from . import pub, tail
+from pulsarfast.base.results import PulsarException
+from pulsarfast.cli import pub, tail
+from pulsarfast.version import __version__
 
 EXAMPLE = """example:
   seq 1000 | pulsarfast pub events --service-url pulsar://127.0.0.1:6650

@@ -1,4 +1,4 @@
 """python -m pulsarfast.cli: the same as the pulsarfast command."""
-from . import console_main
+from pulsarfast.cli import console_main
 
 console_main()

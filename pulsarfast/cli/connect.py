@@ -10,10 +10,10 @@ import os
 
 from msgengine.cli.app import CliError, add_common_options, one_line
 
-from ..auth import AuthenticationToken
-from ..client import Client
-from ..errors import PulsarException
-from ..topics import parse_service_url
+from pulsarfast.base.results import PulsarException
+from pulsarfast.base.topics import parse_service_url
+from pulsarfast.client import Client
+from pulsarfast.endpoints.auth import AuthenticationToken
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 

@@ -14,9 +14,9 @@ from msgengine.cli.app import EXIT_INTERRUPTED, EXIT_OK, CliError, one_line
 from msgengine.cli.lines import LineBatches
 from msgengine.cli.progress import Progress, summary
 
-from ..errors import PulsarException, Result
-from ..message import MessageId
-from .connect import add_connection_options, make_client
+from pulsarfast.base.results import PulsarException, Result
+from pulsarfast.cli.connect import add_connection_options, make_client
+from pulsarfast.wire.message import MessageId
 
 EXAMPLE = """example:
   seq 100000 | pulsarfast pub events -u pulsar://127.0.0.1:6650

@@ -12,10 +12,10 @@ from typing import Any
 from msgengine.cli.app import EXIT_OK, CliError
 from msgengine.cli.output import MessageWriter
 
-from ..enums import ConsumerType, InitialPosition
-from ..errors import Timeout
-from ..message import Message, MessageId
-from .connect import add_connection_options, make_client
+from pulsarfast.base.enums import ConsumerType, InitialPosition
+from pulsarfast.base.results import Timeout
+from pulsarfast.cli.connect import add_connection_options, make_client
+from pulsarfast.wire.message import Message, MessageId
 
 EXAMPLE = """example:
   pulsarfast tail events -u pulsar://127.0.0.1:6650

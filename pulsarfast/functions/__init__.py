@@ -11,8 +11,8 @@ official names (``function``, ``context``, ``serde``).
 """
 from __future__ import annotations
 
-from .context import Context
-from .function import Function
-from .serde import IdentitySerDe, PickleSerDe, SerDe
+from pulsarfast.functions.context import Context
+from pulsarfast.functions.function import Function
+from pulsarfast.functions.serde import IdentitySerDe, PickleSerDe, SerDe
 
 __all__ = ["Function", "Context", "SerDe", "PickleSerDe", "IdentitySerDe"]

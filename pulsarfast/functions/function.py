@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from .context import Context
+from pulsarfast.functions.context import Context
 
 __all__ = ["Function"]
 

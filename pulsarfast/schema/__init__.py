@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from .definition import (
+from pulsarfast.schema.definition import (
     Array,
     Boolean,
     Bytes,
@@ -22,10 +22,10 @@ from .definition import (
     Record,
     String,
 )
-from .info import SchemaInfo
-from .schema import BytesSchema, JsonSchema, Schema, StringSchema
-from .schema_avro import AvroSchema
-from .schema_protobuf import ProtobufNativeSchema
+from pulsarfast.schema.info import SchemaInfo
+from pulsarfast.schema.schema import BytesSchema, JsonSchema, Schema, StringSchema
+from pulsarfast.schema.schema_avro import AvroSchema
+from pulsarfast.schema.schema_protobuf import ProtobufNativeSchema
 
 __all__ = ["Record", "Field", "Null", "Boolean", "Integer", "Long", "Float", "Double", "Bytes", "String", "Array",
            "Map", "CustomEnum", "Schema", "BytesSchema", "StringSchema", "JsonSchema", "AvroSchema", "ProtobufNativeSchema",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..enums import SchemaType
-from .info import SchemaInfo
-from .schema import BytesSchema, Schema
+from pulsarfast.base.enums import SchemaType
+from pulsarfast.schema.info import SchemaInfo
+from pulsarfast.schema.schema import BytesSchema, Schema
 
 __all__ = ["InfoSchema", "schema_of_info"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..enums import SchemaType
+from pulsarfast.base.enums import SchemaType
 
 __all__ = ["SchemaInfo"]
 

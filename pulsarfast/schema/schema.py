@@ -13,8 +13,8 @@ import enum
 import json
 from typing import Any
 
-from ..enums import SchemaType
-from .info import SchemaInfo
+from pulsarfast.base.enums import SchemaType
+from pulsarfast.schema.info import SchemaInfo
 
 __all__ = ["Schema", "BytesSchema", "StringSchema", "JsonSchema"]
 

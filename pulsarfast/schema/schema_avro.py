@@ -10,7 +10,7 @@ value (``decode_message``, what ``Message.value()`` calls) is read as the
 official client reads it: with the definition it was written with, the
 topic's registered schema of the message's version, which the client the
 consumer or reader attached (``attach_client``) fetches once per topic and
-version (``pulsarfast.schemafetch``), resolved against the schema's own (so
+version (``pulsarfast.network.schemafetch``), resolved against the schema's own (so
 a reader with a newer definition gets the defaults of fields the writer did
 not have). The writer's record takes the reader's name first, as there. If
 that fails (no client, the broker cannot say, not an Avro schema), a warning
@@ -24,9 +24,9 @@ import json
 import logging
 from typing import Any
 
-from ..enums import SchemaType
-from .definition import Record
-from .schema import Schema, record_dict
+from pulsarfast.base.enums import SchemaType
+from pulsarfast.schema.definition import Record
+from pulsarfast.schema.schema import Schema, record_dict
 
 __all__ = ["AvroSchema"]
 

@@ -19,8 +19,8 @@ import base64
 import importlib
 from typing import Any
 
-from ..enums import SchemaType
-from .schema import Schema
+from pulsarfast.base.enums import SchemaType
+from pulsarfast.schema.schema import Schema
 
 __all__ = ["ProtobufNativeSchema"]
 

@@ -69,6 +69,6 @@ def __getattr__(name: str) -> Any:
 def register(spark: Any) -> None:
     """Make ``format("pulsar")`` available in this SparkSession."""
     _require_pyspark()
-    from .datasource import PulsarDataSource
+    from pulsarfast.spark.datasource import PulsarDataSource
 
     spark.dataSource.register(PulsarDataSource)

@@ -16,10 +16,10 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from ..auth import Authentication
-from ..errors import PulsarException
-from ..httplookup import authorization_header, topic_path
-from .positions import Position
+from pulsarfast.base.results import PulsarException
+from pulsarfast.endpoints.auth import Authentication
+from pulsarfast.network.httplookup import authorization_header, topic_path
+from pulsarfast.spark.positions import Position
 
 #: a request that takes longer than this fails the call
 DEFAULT_TIMEOUT = 30.0

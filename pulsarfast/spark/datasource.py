@@ -9,11 +9,11 @@ from typing import Any, Mapping
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from .admin import Admin
-from .options import PulsarOptionError, SourceConfig
-from .sink import PulsarStreamWriter, PulsarWriter, SinkConfig
-from .source import PulsarBatchReader, PulsarStreamReader, check_schema, source_schema
-from .values import ValueSchema
+from pulsarfast.spark.admin import Admin
+from pulsarfast.spark.options import PulsarOptionError, SourceConfig
+from pulsarfast.spark.sink import PulsarStreamWriter, PulsarWriter, SinkConfig
+from pulsarfast.spark.source import PulsarBatchReader, PulsarStreamReader, check_schema, source_schema
+from pulsarfast.spark.values import ValueSchema
 
 
 def source_config(options: Mapping[str, Any], streaming: bool) -> SourceConfig:

@@ -17,11 +17,11 @@ from typing import Any, Callable, Mapping
 
 from msgengine.sparkoptions import OptionReader
 
-from ..auth import Authentication, builtin_plugin
-from ..errors import InvalidConfiguration, PulsarException
-from ..topics import full_topic_name
-from .admin import AdminSettings
-from .positions import Position
+from pulsarfast.base.results import InvalidConfiguration, PulsarException
+from pulsarfast.base.topics import full_topic_name
+from pulsarfast.endpoints.auth import Authentication, builtin_plugin
+from pulsarfast.spark.admin import AdminSettings
+from pulsarfast.spark.positions import Position
 
 
 class PulsarOptionError(InvalidConfiguration, ValueError):
@@ -116,7 +116,7 @@ class ClientOptions:
 
     @classmethod
     def from_options(cls, opts: Options, need_admin: bool) -> "ClientOptions":
-        from ..client import Client
+        from pulsarfast.client import Client
 
         service_url = opts.get_str("service_url") or opts.get_str("service.url")
         if service_url is None:

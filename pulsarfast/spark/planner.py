@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..topics import PARTITION_SUFFIX
-from .admin import Admin, AdminError
-from .options import EARLIEST, LATEST, Bound, DataLossError, SourceConfig
-from .positions import BEFORE_FIRST, Ledgers, Position, ordered, sizes_for, slices, spread
+from pulsarfast.base.topics import PARTITION_SUFFIX
+from pulsarfast.spark.admin import Admin, AdminError
+from pulsarfast.spark.options import EARLIEST, LATEST, Bound, DataLossError, SourceConfig
+from pulsarfast.spark.positions import BEFORE_FIRST, Ledgers, Position, ordered, sizes_for, slices, spread
 
 logger = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from .. import proto
-from ..client import Client
-from ..errors import PulsarException, Timeout
-from ..message import MessageId
-from .admin import Admin
-from .options import ClientOptions, DataLossError, SourceConfig
-from .positions import BEFORE_FIRST, Ledgers, Position
-from .values import ValueDecoder
+from pulsarfast.base.results import PulsarException, Timeout
+from pulsarfast.client import Client
+from pulsarfast.spark.admin import Admin
+from pulsarfast.spark.options import ClientOptions, DataLossError, SourceConfig
+from pulsarfast.spark.positions import BEFORE_FIRST, Ledgers, Position
+from pulsarfast.spark.values import ValueDecoder
+from pulsarfast.wire import proto
+from pulsarfast.wire.message import MessageId
 
 logger = logging.getLogger(__name__)
 

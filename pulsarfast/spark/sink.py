@@ -28,12 +28,12 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructType, TimestampType
 
-from ..client import Client
-from ..errors import PulsarException
-from ..producer import Producer
-from ..topics import full_topic_name
-from .options import PRODUCER_PREFIX, ClientOptions, Options, PulsarOptionError, pass_through
-from .reading import client_for, drop_client
+from pulsarfast.base.results import PulsarException
+from pulsarfast.base.topics import full_topic_name
+from pulsarfast.client import Client
+from pulsarfast.producing.producer import Producer
+from pulsarfast.spark.options import PRODUCER_PREFIX, ClientOptions, Options, PulsarOptionError, pass_through
+from pulsarfast.spark.reading import client_for, drop_client
 
 logger = logging.getLogger(__name__)
 

@@ -37,10 +37,10 @@ from pyspark.sql.types import (
 
 from msgengine.sparkoptions import pick_columns
 
-from .options import PulsarOptionError, SourceConfig
-from .planner import Planner, Range
-from .positions import Position, offsets_from_json, offsets_to_json
-from .reading import ARROW_TYPES, read_range
+from pulsarfast.spark.options import PulsarOptionError, SourceConfig
+from pulsarfast.spark.planner import Planner, Range
+from pulsarfast.spark.positions import Position, offsets_from_json, offsets_to_json
+from pulsarfast.spark.reading import ARROW_TYPES, read_range
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from .options import PulsarOptionError
+from pulsarfast.spark.options import PulsarOptionError
 
 #: the schema types whose values decode into fields
 DECODED_KINDS = ("AVRO", "JSON")

@@ -12,9 +12,9 @@ import functools
 import pytest
 
 import nsq
-from nsq import events
-from nsq.errors import ConnectionClosedError, SendError
 from msgengine.runtime import get_backend
+from nsq import hooks
+from nsq.errors import ConnectionClosedError, SendError
 
 from tests.support import waiting
 from tests.support.waiting import join_all, run_blocking, tasks_done
@@ -41,7 +41,7 @@ def test_lone_blocking_caller_reads_its_own_answers(nsqd, topic, backend):
         conn = w.conns[nsqd.tcp_address]
         assert conn.callers_read is True
         readers = []
-        conn.on(events.RESPONSE, lambda conn, data: readers.append((b.current_task_id(), bytes(data))))
+        conn.on(hooks.RESPONSE, lambda conn, data: readers.append((b.current_task_id(), bytes(data))))
         assert w.pub(topic, b"first") == b"OK"  # (may be read by the reader task, which read when idle)
         del readers[:]
         me = b.current_task_id()
@@ -107,7 +107,7 @@ def test_idle_writer_reads_heartbeats_and_stays_connected(nsqd, topic, backend):
     with make_writer(backend, nsqd.tcp_address, heartbeat_interval=1) as w:
         conn = w.conns[nsqd.tcp_address]
         beats = []
-        conn.on(events.HEARTBEAT, lambda conn: beats.append(1))
+        conn.on(hooks.HEARTBEAT, lambda conn: beats.append(1))
         assert w.pub(topic, b"before") == b"OK"
         # (unread heartbeats would let the 2 s read timeout close the connection)
         wait_for(lambda: len(beats) >= 3, backend, message=lambda: "3 heartbeats, got %d" % len(beats))

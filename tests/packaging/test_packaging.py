@@ -67,11 +67,11 @@ def _bare_env(bin_dir: Path) -> dict[str, str]:
 # of every message, Pulsar's send and receive + acknowledge.
 ROUND_TRIP = r"""
 import sys
-import nsq, nsq.codec, nsq.publishing, pulsarfast, pulsarfast.wire
+import nsq, nsq.codec, nsq.publishing, pulsarfast, pulsarfast.wire.codec
 from msgengine.runtime import get_backend
 
 print("nsq", nsq.__file__)
-print("codecs", nsq.codec.IMPLEMENTATION, pulsarfast.wire.IMPLEMENTATION, nsq.publishing.IMPLEMENTATION)
+print("codecs", nsq.codec.IMPLEMENTATION, pulsarfast.wire.codec.IMPLEMENTATION, nsq.publishing.IMPLEMENTATION)
 address, topic, service_url, pulsar_topic = sys.argv[1:5]
 for backend in ("gevent", "threads"):
     bodies = [b"wheel-%s-%d" % (backend.encode(), i) for i in range(500)]
@@ -160,14 +160,14 @@ def _without_compiled(destination: Path, **extra_env: str) -> tuple[list[str], d
     return [sys.executable, "-S"], env
 
 
-IMPORT_ALL = ("import nsq, nsq.codec, nsq.publishing, nsq.reader, nsq.writer, pulsarfast, pulsarfast.wire, "
-              "pulsarfast.consumer; from nsq.publishing import IMPLEMENTATION")
+IMPORT_ALL = ("import nsq, nsq.codec, nsq.publishing, nsq.reader, nsq.writer, pulsarfast, pulsarfast.wire.codec, "
+              "pulsarfast.consuming.consumer; from nsq.publishing import IMPLEMENTATION")
 
 
 @pytest.mark.timeout(120)
 def test_missing_compiled_codec_warns_once_through_logging(tmp_path):
     python, env = _without_compiled(tmp_path)
-    program = IMPORT_ALL + "; print(nsq.codec.IMPLEMENTATION, pulsarfast.wire.IMPLEMENTATION, IMPLEMENTATION)"
+    program = IMPORT_ALL + "; print(nsq.codec.IMPLEMENTATION, pulsarfast.wire.codec.IMPLEMENTATION, IMPLEMENTATION)"
     run = subprocess.run([*python, "-c", program], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
@@ -176,13 +176,13 @@ def test_missing_compiled_codec_warns_once_through_logging(tmp_path):
     assert "nsq._publish" not in run.stderr, run.stderr
     # no handler configured: logging's last-resort handler prints WARNINGs to stderr
     assert run.stderr.count("nsq: the compiled frame codec (nsq._frame) is not installed") == 1, run.stderr
-    assert run.stderr.count("pulsarfast: the compiled wire codec (pulsarfast._wire) is not installed") == 1, run.stderr
+    assert run.stderr.count("pulsarfast: the compiled wire codec (pulsarfast.wire._codec) is not installed") == 1, run.stderr
 
 
 @pytest.mark.timeout(120)
 def test_pure_codec_chosen_on_purpose_does_not_warn(tmp_path):
     python, env = _without_compiled(tmp_path, NSQ_PURE_PYTHON="1")
-    program = IMPORT_ALL + "; print(nsq.codec.IMPLEMENTATION, pulsarfast.wire.IMPLEMENTATION, IMPLEMENTATION)"
+    program = IMPORT_ALL + "; print(nsq.codec.IMPLEMENTATION, pulsarfast.wire.codec.IMPLEMENTATION, IMPLEMENTATION)"
     run = subprocess.run([*python, "-c", program], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr

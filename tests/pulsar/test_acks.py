@@ -74,7 +74,7 @@ def test_a_close_waits_for_a_grouped_ack_command_already_being_sent(
     # The interval's send takes the grouped acks, then builds and writes the ACK command; a close
     # in between must not overtake it (the broker ignores acks for a consumer it has closed). The
     # gap is widened here: building the interval's command waits 0.5 s, and the close starts then.
-    from pulsarfast import consumer as consumer_module
+    from pulsarfast.consuming import consumer as consumer_module
 
     runtime = get_backend(backend)
     building = runtime.event()

@@ -16,7 +16,7 @@ import functools
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast import proto, wire
+from pulsarfast.wire import codec, proto
 from tests.support.pulsar_helpers import raw_producer, read_until
 from tests.support.waiting import run_blocking, wait_for
 
@@ -31,7 +31,7 @@ def send_raw_batch(broker, topic, num_messages_in_batch, payload):
     with raw_producer(broker, topic, timeout=WAIT) as (sock, decoder):
         metadata = proto.message_metadata("raw-producer", 0, 1_700_000_000_000,
                                           num_messages_in_batch=num_messages_in_batch)
-        sock.sendall(wire.encode_payload(proto.send(1, 0, num_messages=1), metadata, payload))
+        sock.sendall(codec.encode_payload(proto.send(1, 0, num_messages=1), metadata, payload))
         return read_until(sock, decoder, proto.SEND_RECEIPT, WAIT).message_id
 
 

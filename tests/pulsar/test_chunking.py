@@ -1,4 +1,4 @@
-# Chunking (pulsarfast.chunks): a message larger than the broker's maxMessageSize, split by a producer
+# Chunking (pulsarfast.wire.chunks): a message larger than the broker's maxMessageSize, split by a producer
 # with chunking_enabled=True into chunks of their own entries, put back together by consumers, and
 # acknowledged chunk by chunk; with the official client both ways. The broker is this module's own,
 # with a 5 MB limit (its CONNECTED frame says so to clients).
@@ -13,9 +13,9 @@ import types
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast.chunks import ChunkAssembler, ChunkedMessageId, chunk_frames
+from pulsarfast.wire.chunks import ChunkAssembler, ChunkedMessageId, chunk_frames
 from tests.support.pulsar_broker import PulsarBroker, require_pulsar_lib
-from pulsarfast import proto
+from pulsarfast.wire import proto
 from tests.support.pulsar_helpers import (entry_of, needs_official, official, official_client, official_session,
                                          raw_producer, read_until, subscription_stats)
 from tests.support.waiting import join_all, run_blocking, wait_for

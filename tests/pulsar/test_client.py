@@ -16,8 +16,8 @@ import time
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast.hashing import partition_for_key
 from msgengine.runtime import get_backend
+from pulsarfast.wire.hashing import partition_for_key
 from tests.support.pulsar_broker import PulsarAdminError
 from tests.support.pulsar_helpers import assert_nothing_more, broker_frozen, entry_of, full, id_tuple, topic_stats
 from tests.support.waiting import join_all, run_blocking, stays, wait_for

@@ -20,7 +20,7 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.runtime import get_backend
-from pulsarfast import lifetime
+from pulsarfast.network import lifetime
 from tests.support.pulsar_helpers import needs_official, official
 from tests.support.waiting import wait_for
 

@@ -1,4 +1,4 @@
-# Compression in pulsarfast (pulsarfast/compression.py, the producer's compression_type, the consumer's
+# Compression in pulsarfast (pulsarfast/wire/compression.py, the producer's compression_type, the consumer's
 # decompression), on the session's real Pulsar broker and both backends:
 #
 # - the codecs alone (no broker): each type round trips (empty, one byte, 1 MiB compressible and
@@ -29,8 +29,8 @@ import zlib
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast import compression, proto
-from pulsarfast.wire import encode_send_frame
+from pulsarfast.wire import compression, proto
+from pulsarfast.wire.codec import encode_send_frame
 from tests.support.pulsar_helpers import (
     entry_of, full, needs_official, official, official_client, produce, send_all, subscription_stats, topic_stats)
 from tests.support.waiting import run_blocking, wait_for
@@ -137,7 +137,7 @@ def test_import_is_cheap_and_a_missing_library_is_named_at_create_producer():
             else:
                 raise AssertionError("no error for %s" % kind)
         try:
-            pulsarfast.compression.decompress(1, b"x", 1)
+            pulsarfast.wire.compression.decompress(1, b"x", 1)
         except pulsarfast.ProtocolError as exc:
             assert "pip install lz4" in str(exc), str(exc)
         client.close()
@@ -360,7 +360,7 @@ GARBAGE = b"\xde\xad\xbe\xef this payload says it is compressed but it is not \x
 
 def test_a_payload_that_does_not_decompress_is_refused_never_acknowledged_and_asked_again(
         make_client, pulsar_broker, pulsar_topic, backend, caplog):
-    caplog.set_level(logging.ERROR, logger="pulsarfast.consumer")
+    caplog.set_level(logging.ERROR, logger="pulsarfast.consuming.consumer")
     client = make_client()
     consumer = client.subscribe(pulsar_topic, "corrupt", consumer_type=pulsar.ConsumerType.Shared,
                                 negative_ack_redelivery_delay_ms=100)
@@ -380,7 +380,7 @@ def test_a_payload_that_does_not_decompress_is_refused_never_acknowledged_and_as
 
     def refusals():
         return [r.getMessage() for r in caplog.records
-                if r.name == "pulsarfast.consumer" and "not delivered" in r.getMessage()]
+                if r.name == "pulsarfast.consuming.consumer" and "not delivered" in r.getMessage()]
 
     # each corrupt entry is refused, asked again after the negative-ack delay, and refused again
     def refused_twice_each():
@@ -406,7 +406,7 @@ def test_refused_compressed_batches_give_back_every_permit(make_client, pulsar_b
     """Five batches of ten whose payload does not decompress, then twenty good messages, on a
     consumer with receiver_queue_size=10: the twenty arrive (the refused batches gave back the
     permits of their fifty messages)."""
-    caplog.set_level(logging.ERROR, logger="pulsarfast.consumer")
+    caplog.set_level(logging.ERROR, logger="pulsarfast.consuming.consumer")
     client = make_client()
     consumer = client.subscribe(pulsar_topic, "permits", receiver_queue_size=10,
                                 negative_ack_redelivery_delay_ms=60_000)  # refused ones do not come back meanwhile
@@ -428,5 +428,5 @@ def test_refused_compressed_batches_give_back_every_permit(make_client, pulsar_b
         consumer.acknowledge(msg)
     assert got == [b"good-%d" % i for i in range(20)]
     refused = [r.getMessage() for r in caplog.records
-               if r.name == "pulsarfast.consumer" and "not delivered" in r.getMessage()]
+               if r.name == "pulsarfast.consuming.consumer" and "not delivered" in r.getMessage()]
     assert len(refused) == 5 and all("SNAPPY" in text for text in refused), refused

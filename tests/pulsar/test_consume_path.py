@@ -15,7 +15,7 @@ import threading
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast import proto, wire
+from pulsarfast.wire import codec, proto
 from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
 from tests.support.pulsar_helpers import bodies_of, produce, subscription_stats
 from tests.support.waiting import run_blocking, wait_for
@@ -149,7 +149,7 @@ def test_sends_async_behind_others_are_written_by_their_receipts_without_a_flush
 def sent_flow_permits(stream: bytes) -> list:
     """The messagePermits of every FLOW command in what a client sent, in order."""
     permits = []
-    for command, _metadata, _payload, _ok in wire.FrameDecoder().feed(stream):
+    for command, _metadata, _payload, _ok in codec.FrameDecoder().feed(stream):
         kind, record = proto.decode_command(command)
         if kind == proto.FLOW:
             permits.append(record.messagePermits)

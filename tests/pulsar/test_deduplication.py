@@ -6,7 +6,7 @@
 # deduplication on, the topic then holds 200 messages, each once: the broker
 # drops every resent batch whole. Resent in other batches, that needs each
 # batch's SEND to carry its last sequence id as highest_sequence_id
-# (pulsarfast.producer._close_batch_locked): without it the batch 181..200 is
+# (pulsarfast.producing.producer._close_batch_locked): without it the batch 181..200 is
 # stored again. pulsarfast on both backends; the official client
 # (pulsar-client) with the same steps on the same broker gives the same
 # outcome, but for the batches of 30, where it stores 181..200 again (it

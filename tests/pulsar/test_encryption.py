@@ -1,4 +1,4 @@
-# End-to-end encryption (pulsarfast.crypto), side by side with the official client on the shared
+# End-to-end encryption (pulsarfast.wire.crypto), side by side with the official client on the shared
 # broker: what one client encrypts the other decrypts (batched or not, compressed or not); a consumer
 # without the right private key, or without a key reader, does what crypto_failure_action says, the
 # same with either client; the encryption contexts of a message are the same from either client; the

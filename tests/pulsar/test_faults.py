@@ -15,8 +15,8 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.runtime import get_backend
-from pulsarfast import proto
-from pulsarfast.wire import encode_simple
+from pulsarfast.wire import proto
+from pulsarfast.wire.codec import encode_simple
 from tests.support.pulsar_helpers import subscription_stats, topic_stats
 from tests.support.pulsar_streams import Collector, Sender
 from tests.support.waiting import run_blocking, stays, wait_for

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from pulsarfast import proto, wire
-from pulsarfast.errors import ProtocolError
+from pulsarfast.base.results import ProtocolError
+from pulsarfast.wire import codec, proto
 
-if wire.compiled_impl is None:
-    _reason = "compiled pulsarfast._wire is not importable: %s" % wire.compiled_import_error
+if codec.compiled_impl is None:
+    _reason = "compiled pulsarfast.wire._codec is not importable: %s" % codec.compiled_import_error
     if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
         pytest.fail(_reason, pytrace=False)
     pytest.skip(_reason, allow_module_level=True)
@@ -51,10 +51,10 @@ def test_seeds_are_valid_frames_that_reach_every_decoder():
     seeds = fuzz_pulsar.seed_frames(__import__("random").Random(1))
     messages = batches = others = 0
     for data in seeds[:30]:
-        frames = wire.python_impl.FrameDecoder(2**32 - 1).feed(data[fuzz_pulsar.HEADER:])
+        frames = codec.python_impl.FrameDecoder(2**32 - 1).feed(data[fuzz_pulsar.HEADER:])
         for command, metadata, payload, checksum_ok in frames:
             assert checksum_ok
-            decoded = wire.python_impl.decode_message(command, metadata) if metadata is not None else None
+            decoded = codec.python_impl.decode_message(command, metadata) if metadata is not None else None
             if decoded is None:
                 others += 1
                 proto.decode_command(command)
@@ -62,7 +62,7 @@ def test_seeds_are_valid_frames_that_reach_every_decoder():
             messages += 1
             if decoded[12] is not None:
                 batches += 1
-                assert len(wire.compiled_impl.split_batch_decoded(payload, decoded[12])) == decoded[12]
+                assert len(codec.compiled_impl.split_batch_decoded(payload, decoded[12])) == decoded[12]
     assert messages and batches and others
 
 
@@ -75,7 +75,7 @@ def test_a_length_delimited_command_type_is_a_protocol_error_not_a_type_error():
     for command in (b"\x0a\x00", b"\x0a\x01\x09", b"\x0a\x00\x4a\x00"):
         with pytest.raises(ProtocolError, match="without a type"):
             proto.decode_command(command)
-    frame = wire.encode_simple(b"\x0a\x00")
+    frame = codec.encode_simple(b"\x0a\x00")
     fuzz_pulsar.check(b"\x05\x00" + b"\0" * (fuzz_pulsar.HEADER - 2) + frame)
 
 
@@ -86,14 +86,14 @@ HOSTILE = [
     struct.pack(">II", 10, 6) + b"\x08\x09\x4a\x00\x0e\x01",  # MESSAGE cut in its checksum
     struct.pack(">II", 14, 6) + b"\x08\x09\x4a\x00\x0e\x01" + b"\0\0\0\0",  # cut in the metadata size
     # a MESSAGE whose batch count is huge and whose payload is empty
-    wire.encode_payload(proto.base_command(proto.MESSAGE, proto.f_uint(1, 1) + proto.f_bytes(2, proto.message_id_data(1, 2))),
+    codec.encode_payload(proto.base_command(proto.MESSAGE, proto.f_uint(1, 1) + proto.f_bytes(2, proto.message_id_data(1, 2))),
                         proto.message_metadata("p", 1, 2, num_messages_in_batch=2**40), b""),
     # a batch entry whose payload_size is length-delimited, and one of 2**31
-    wire.encode_payload(proto.base_command(proto.MESSAGE, proto.f_uint(1, 1) + proto.f_bytes(2, proto.message_id_data(1, 2))),
+    codec.encode_payload(proto.base_command(proto.MESSAGE, proto.f_uint(1, 1) + proto.f_bytes(2, proto.message_id_data(1, 2))),
                         proto.message_metadata("p", 1, 2, num_messages_in_batch=2),
-                        wire.encode_batch_entry(b"\x1a\x01\x05", b"x") + wire.encode_batch_entry(proto.f_uint(3, 2**31), b"y")),
+                        codec.encode_batch_entry(b"\x1a\x01\x05", b"x") + codec.encode_batch_entry(proto.f_uint(3, 2**31), b"y")),
     # metadata with bad UTF-8 in the producer name, a property key and the partition key
-    wire.encode_payload(proto.base_command(proto.MESSAGE, proto.f_uint(1, 1) + proto.f_bytes(2, proto.message_id_data(1, 2))),
+    codec.encode_payload(proto.base_command(proto.MESSAGE, proto.f_uint(1, 1) + proto.f_bytes(2, proto.message_id_data(1, 2))),
                         b"\x0a\x01\xff\x22\x03\x0a\x01\xc3\x32\x02\xc3\x28", b"z"),
 ]
 
@@ -114,14 +114,14 @@ def test_mismatch_is_detected():
 
     class Lying:
         __name__ = "lying"
-        FrameDecoder = wire.python_impl.FrameDecoder
-        read_fields = staticmethod(wire.python_impl.read_fields)
-        split_batch = staticmethod(wire.python_impl.split_batch)
-        split_batch_decoded = staticmethod(wire.python_impl.split_batch_decoded)
+        FrameDecoder = codec.python_impl.FrameDecoder
+        read_fields = staticmethod(codec.python_impl.read_fields)
+        split_batch = staticmethod(codec.python_impl.split_batch)
+        split_batch_decoded = staticmethod(codec.python_impl.split_batch_decoded)
 
         @staticmethod
         def decode_message(command, metadata):
-            fields = wire.python_impl.decode_message(command, metadata)
+            fields = codec.python_impl.decode_message(command, metadata)
             return fields if fields is None else fields[:-1] + (not fields[-1],)
 
     real = fuzz_pulsar.CY

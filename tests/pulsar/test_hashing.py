@@ -3,7 +3,7 @@
 # tests/pulsar/data/pulsar_key_partitions.json was recorded against a real broker with
 # the official pulsar-client wheel: for each key, hashing scheme and partition
 # count, the partition its producer chose (MessageId.partition()). Every row must
-# be reproduced by pulsarfast.hashing without a broker or the official client.
+# be reproduced by pulsarfast.wire.hashing without a broker or the official client.
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from pulsarfast import hashing
+from pulsarfast.wire import hashing
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "pulsar_key_partitions.json")
 

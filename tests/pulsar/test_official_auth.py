@@ -19,7 +19,7 @@ import logging
 import pytest
 
 import pulsarfast
-from pulsarfast import oauth2
+from pulsarfast.endpoints import oauth2
 from tests.support.oauth2_issuer import OAuth2Issuer
 from tests.support.secured_pulsar import BASIC_PASSWORD, BASIC_USER, XDIST_GROUP, Secured, secured_broker
 from tests.support.waiting import wait_for

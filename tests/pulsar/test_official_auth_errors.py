@@ -30,7 +30,7 @@ import pytest
 
 import pulsarfast
 import pulsarfast.asyncio as fast_asyncio
-from pulsarfast.httplookup import authorization_header
+from pulsarfast.network.httplookup import authorization_header
 from tests.support.pulsar_helpers import OFFICIAL_LOGGER, patient_client
 from tests.support.secured_pulsar import BASIC_PASSWORD, BASIC_USER, XDIST_GROUP, Secured, secured_broker
 

@@ -17,9 +17,9 @@ import functools
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast import proto
-from pulsarfast.hashing import murmur3_32_hash
-from pulsarfast.message import index_words
+from pulsarfast.wire import proto
+from pulsarfast.wire.hashing import murmur3_32_hash
+from pulsarfast.wire.message import index_words
 from tests.support.pulsar_helpers import (
     official_session, bodies_of, needs_official, official, official_client, send_all)
 

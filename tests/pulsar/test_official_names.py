@@ -9,7 +9,7 @@ import pytest
 
 import pulsarfast
 import pulsarfast._pulsar as fast_pulsar
-from pulsarfast.logger import reset_logs
+from pulsarfast.base.logger import reset_logs
 from tests.support.pulsar_helpers import OFFICIAL_LOGGER, full, official_client, produce
 
 official = pytest.importorskip(
@@ -163,7 +163,7 @@ def test_python_logger_gets_the_records():
     try:
         client = pulsarfast.Client(NOWHERE, logger=target, backend="threads")
         logging.getLogger("pulsarfast.client").info("routed %d", 1)
-        logging.getLogger("pulsarfast.consumer").debug("below the target's level")
+        logging.getLogger("pulsarfast.consuming.consumer").debug("below the target's level")
         client.close()
         assert [(record.name, record.getMessage()) for record in seen] == [("pulsarfast.client", "routed 1")]
         assert logging.getLogger("pulsarfast").propagate is False
@@ -179,8 +179,8 @@ def test_file_logger_writes_from_its_level(tmp_path):
     path = tmp_path / "pulsarfast.log"
     pulsarfast.Client(NOWHERE, logger=pulsarfast.FileLogger(pulsarfast.LoggerLevel.Warn, str(path)),
                       backend="threads").close()
-    logging.getLogger("pulsarfast.producer").info("not written")
-    logging.getLogger("pulsarfast.producer").warning("written")
+    logging.getLogger("pulsarfast.producing.producer").info("not written")
+    logging.getLogger("pulsarfast.producing.producer").warning("written")
     reset_logs()
     text = path.read_text()
     assert "written" in text and "not written" not in text

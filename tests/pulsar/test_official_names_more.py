@@ -11,7 +11,7 @@ import pytest
 
 import pulsarfast
 import pulsarfast._pulsar as fast_pulsar
-from pulsarfast import proto, wire
+from pulsarfast.wire import codec, proto
 
 official = pytest.importorskip(
     "pulsar", reason="the official `pulsar-client` wheel is not installed (pip install -r requirements-dev.txt)"
@@ -174,7 +174,7 @@ def test_subscribe_refuses_raw_policies():
 
 def _batch_payload():
     bodies = [b"a", b"bb", b"ccc"]
-    return b"".join(wire.encode_batch_entry(proto.single_message_metadata(
+    return b"".join(codec.encode_batch_entry(proto.single_message_metadata(
         len(body), {"k": "v"} if i == 0 else None, "pk" if i == 1 else None, 5 if i == 2 else 0, i,
         b"ok" if i == 1 else None), body) for i, body in enumerate(bodies))
 

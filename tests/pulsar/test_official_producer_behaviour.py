@@ -23,7 +23,7 @@ import pytest
 
 import pulsarfast
 from msgengine.runtime import get_backend
-from pulsarfast import proto
+from pulsarfast.wire import proto
 from tests.support.pulsar_helpers import (
     official_session, OFFICIAL_LOGGER, needs_official, official, official_client)
 from tests.support.waiting import run_blocking, wait_for

@@ -1,5 +1,5 @@
 """Partitions added to a partitioned topic after subscribe or create_producer
-(pulsarfast/partitionwatch.py), on the real broker, both backends: producers route to them, and
+(pulsarfast/consuming/partitionwatch.py), on the real broker, both backends: producers route to them, and
 the consumer joins them within partitions_update_interval_seconds
 (60 s by default, the C++ client's partitionsUpdateInterval; 1 s here), and what a producer
 wrote there before the consumer joined is not lost to the subscription, whatever its

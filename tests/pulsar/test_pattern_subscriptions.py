@@ -1,4 +1,4 @@
-"""Pattern subscriptions (``subscribe(re.compile(...))``, pulsarfast/pattern.py) on the real broker,
+"""Pattern subscriptions (``subscribe(re.compile(...))``, pulsarfast/consuming/pattern.py) on the real broker,
 both backends: the topics the pattern takes and no other, a topic created after the subscribe
 joined within the discovery period, a topic no longer listed left; the official client side by
 side on the same topics where cheap, and the checks of the pattern argument."""
@@ -10,7 +10,7 @@ import re
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast import proto
+from pulsarfast.wire import proto
 from tests.support.pulsar_helpers import (
     assert_nothing_more, full, needs_official, official, official_client, produce, subscription_stats,
 )
@@ -82,9 +82,9 @@ def test_the_topic_list_watch_commands_round_trip_through_the_decoder():
     assert (kind, record.request_id, record.watcher_id) == (proto.WATCH_TOPIC_LIST_CLOSE, 4, 9)
     update = proto.base_command(proto.WATCH_TOPIC_UPDATE, proto.f_uint(1, 9) + proto.f_str(2, "persistent://a/b/new")
                                 + proto.f_str(3, "persistent://a/b/old") + proto.f_str(4, "h"))
-    from pulsarfast import wire
-    from pulsarfast.sansio import PulsarProtocol, TopicListChanged
-    [event] = PulsarProtocol(proto.connect()).receive_data(wire.encode_simple(update))
+    from pulsarfast.wire import codec
+    from pulsarfast.wire.sansio import PulsarProtocol, TopicListChanged
+    [event] = PulsarProtocol(proto.connect()).receive_data(codec.encode_simple(update))
     assert isinstance(event, TopicListChanged)
     assert (event.watcher_id, event.new_topics, event.deleted_topics) == (9, ["persistent://a/b/new"],
                                                                           ["persistent://a/b/old"])
@@ -94,7 +94,7 @@ def test_the_topic_list_watch_commands_round_trip_through_the_decoder():
 
 
 def test_a_pattern_takes_the_listed_topics_it_matches_in_its_mode():
-    from pulsarfast.pattern import TopicPattern
+    from pulsarfast.consuming.pattern import TopicPattern
 
     pattern = TopicPattern(re.compile("persistent://public/default/pre-.*"), pulsar.RegexSubscriptionMode.PersistentOnly)
     assert pattern.namespace == "public/default"

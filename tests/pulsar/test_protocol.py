@@ -1,6 +1,6 @@
 """The Pulsar protocol without a broker: the hand-written protobuf messages
-(pulsarfast.proto), the sans-I/O protocol object (pulsarfast.sansio), topic
-names and service URLs (pulsarfast.topics), MessageId, error mapping, and the
+(pulsarfast.wire.proto), the sans-I/O protocol object (pulsarfast.wire.sansio), topic
+names and service URLs (pulsarfast.base.topics), MessageId, error mapping, and the
 engine's KeyedCorrelator."""
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.correlator import KeyedCorrelator, Pending
-from pulsarfast import proto, sansio, topics
-from pulsarfast.errors import ProtocolError, from_server_error
-from pulsarfast.wire import encode_payload, encode_simple
+from pulsarfast.base import topics
+from pulsarfast.base.results import ProtocolError, from_server_error
+from pulsarfast.wire import proto, sansio
+from pulsarfast.wire.codec import encode_payload, encode_simple
 
 pytestmark = pytest.mark.pure
 

@@ -51,7 +51,7 @@ def wait_past_millisecond(backend, timestamp_ms):
 
 
 def test_start_position_drops_what_lies_before_it():
-    from pulsarfast.position import StartPosition, has_after
+    from pulsarfast.options.startposition import StartPosition, has_after
 
     def mid(entry, index=-1):
         return pulsar.MessageId(-1, 7, entry, index)

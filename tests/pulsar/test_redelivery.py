@@ -19,8 +19,8 @@ import time
 import pytest
 
 import pulsarfast as pulsar
-from pulsarfast.deadletter import ORIGIN_MESSAGE_ID, REAL_TOPIC
-from pulsarfast.redelivery import MIN_UNACKED_TIMEOUT_MS
+from pulsarfast.consuming.deadletter import ORIGIN_MESSAGE_ID, REAL_TOPIC
+from pulsarfast.consuming.redelivery import MIN_UNACKED_TIMEOUT_MS
 from tests.support.pulsar_helpers import assert_nothing_more, full, produce, subscription_stats, topic_stats
 from tests.support.waiting import run_blocking, wait_for
 
@@ -335,7 +335,7 @@ def test_a_dead_letter_policy_keeps_what_it_was_given():
 def test_a_dead_letter_policy_where_the_broker_counts_no_redeliveries_is_accepted_with_a_warning(
         client, pulsar_topic, consumer_type, caplog):
     """The official client accepts it; a program written for it must subscribe, and be told it cannot apply."""
-    with caplog.at_level(logging.WARNING, logger="pulsarfast.deadletter"):
+    with caplog.at_level(logging.WARNING, logger="pulsarfast.consuming.deadletter"):
         consumer = client.subscribe(pulsar_topic, "sub", consumer_type=consumer_type,
                                     dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(3))
     assert any("no message will ever reach the dead-letter topic" in r.getMessage() for r in caplog.records)

@@ -25,8 +25,8 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.runtime import get_backend
-from pulsarfast import proto, sansio
-from pulsarfast.wire import encode_payload, encode_simple
+from pulsarfast.wire import proto, sansio
+from pulsarfast.wire.codec import encode_payload, encode_simple
 from tests.support.pulsar_helpers import (
     broker_frozen, entry_of, needs_official, official_client, produce, subscription_stats, topic_stats)
 from tests.support.waiting import run_blocking, wait_for

@@ -16,7 +16,7 @@ import pytest
 import pulsarfast
 import pulsarfast._pulsar as fast_pulsar
 from pulsarfast import schema as fast_schema
-from pulsarfast.schemafetch import SchemaSource
+from pulsarfast.network.schemafetch import SchemaSource
 from tests.support.pulsar_helpers import full, official_session
 from tests.support.waiting import run_blocking
 
@@ -97,8 +97,8 @@ def test_definitions_are_the_official_ones():
 
 
 def test_get_schema_commands_round_trip():
-    from pulsarfast import proto
-    from pulsarfast.schemafetch import schema_info_of, version_bytes
+    from pulsarfast.wire import proto
+    from pulsarfast.network.schemafetch import schema_info_of, version_bytes
 
     assert version_bytes(-1) is None and version_bytes(1) == b"\x00" * 7 + b"\x01"
     kind, asked = proto.decode_command(proto.get_schema("persistent://public/default/t", 9, version_bytes(258)))

@@ -19,9 +19,9 @@ import pytest
 
 import pulsarfast as pulsar
 from msgengine.transport import TLSStream
-from pulsarfast import proto
-from pulsarfast.sansio import AuthChallenged, PulsarProtocol
-from pulsarfast.wire import encode_simple
+from pulsarfast.wire import proto
+from pulsarfast.wire.codec import encode_simple
+from pulsarfast.wire.sansio import AuthChallenged, PulsarProtocol
 from tests.support.pulsar_helpers import patient_client, round_trip, topic_stats
 from tests.support.secured_pulsar import XDIST_GROUP, Secured, make_jwt, secured_broker
 from tests.support.waiting import run_blocking, wait_for

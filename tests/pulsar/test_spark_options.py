@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pulsarfast import AuthenticationToken
-from pulsarfast.errors import InvalidConfiguration, PulsarException
+from pulsarfast.base.results import InvalidConfiguration, PulsarException
 from pulsarfast.spark.options import (
     DEFAULT_MAX_TRIGGER_DELAY_MS,
     EARLIEST,

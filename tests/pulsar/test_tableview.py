@@ -136,7 +136,7 @@ def test_a_listener_that_raises_is_logged_and_the_others_hear_on(make_client, pu
 
     table_view.for_each_and_listen(raising)
     table_view.for_each_and_listen(heard)
-    with caplog.at_level(logging.ERROR, logger="pulsarfast.table"):
+    with caplog.at_level(logging.ERROR, logger="pulsarfast.consuming.rawtable"):
         fast_send(client, pulsar_topic, [("x", b"1"), ("end", b"2")])
         wait_for(lambda: heard.has("end"), backend)
     assert heard.heard == [("x", b"1"), ("end", b"2")]
@@ -439,4 +439,4 @@ def test_the_extension_table_view(pulsar_broker, pulsar_topic, backend):
             client.close()
     expected = run_blocking(backend, official_steps)
     assert got == expected == ([None, None], 1, (True, b"1"), (False, b""), {"x": b"1"})
-    assert isinstance(fast_raw.TableView(), pulsarfast.table.RawTableView)
+    assert isinstance(fast_raw.TableView(), pulsarfast.consuming.rawtable.RawTableView)

@@ -1,6 +1,6 @@
 # Tests of the Pulsar wire codec (no server), run against both implementations:
-# the pure-Python twin (pulsarfast._wire_py) and the compiled module
-# (pulsarfast._wire); then property tests that the two give identical results,
+# the pure-Python twin (pulsarfast.wire._codec_py) and the compiled module
+# (pulsarfast.wire._codec); then property tests that the two give identical results,
 # ProtocolError included, on any input.
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from msgengine.twins import PURE_PYTHON_ALIASES, PURE_PYTHON_ENV, pure_python_forced
 
-from pulsarfast import wire as wire_module
-from pulsarfast.errors import ProtocolError
+from pulsarfast.base.results import ProtocolError
+from pulsarfast.wire import codec as wire_module
 
 pytestmark = [pytest.mark.pure, pytest.mark.timeout(60)]
 
@@ -32,7 +32,7 @@ SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=HEALT
 
 
 def _compiled_missing():
-    reason = "compiled pulsarfast._wire is not importable: %s" % wire_module.compiled_import_error
+    reason = "compiled pulsarfast.wire._codec is not importable: %s" % wire_module.compiled_import_error
     if os.environ.get("NSQ_REQUIRE_COMPILED") == "1" or os.environ.get("PULSARFAST_REQUIRE_COMPILED") == "1":
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
@@ -185,7 +185,7 @@ def test_chooser_exports():
 
 def test_chooser_environment():
     code = (
-        "import sys, pulsarfast; had = 'nsq' in sys.modules; import pulsarfast.wire as w; "
+        "import sys, pulsarfast; had = 'nsq' in sys.modules; import pulsarfast.wire.codec as w; "
         "print(w.IMPLEMENTATION, had or 'nsq' not in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if k not in (PURE_PYTHON_ENV, *PURE_PYTHON_ALIASES)}
@@ -199,7 +199,7 @@ def test_chooser_environment():
     ):
         out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
                              check=True, timeout=30).stdout.split()
-        assert out == [expected, "True"], extra  # and pulsarfast.wire does not import nsq
+        assert out == [expected, "True"], extra  # and pulsarfast.wire.codec does not import nsq
 
 
 # --- crc32c --------------------------------------------------------------------------------
@@ -769,10 +769,10 @@ def test_same_encoders(both, name, args):
 
 # --- the hot paths: encode_send_frame, decode_message, decode_single_metadata ---------------
 #
-# Checked against the generic encoder and decoder of pulsarfast.proto (the reference for the
+# Checked against the generic encoder and decoder of pulsarfast.wire.proto (the reference for the
 # bytes and the values), then the two implementations against each other on any input.
 
-from pulsarfast import proto  # noqa: E402
+from pulsarfast.wire import proto  # noqa: E402
 
 U64 = 2**64 - 1
 uint64s = st.one_of(st.integers(0, 300), st.integers(0, U64), st.sampled_from([0, 1, 127, 128, 2**63, U64]))

@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 
 import pulsarfast
-from pulsarfast import proto, wire
+from pulsarfast.wire import codec, proto
 
 from .waiting import run_blocking, wait_for
 
@@ -245,10 +245,10 @@ def read_until(sock, decoder, kind, timeout: float = 20.0):
 def raw_producer(broker, topic: str, producer_id: int = 1, timeout: float = 20.0):
     """A producer (producer_id) on topic over a raw socket, made with pulsarfast's own encoders:
     yields (socket, FrameDecoder) for frames no client producer writes; closed after the block."""
-    decoder = wire.FrameDecoder()
+    decoder = codec.FrameDecoder()
     with socket.create_connection((broker.host, broker.port), timeout=timeout) as sock:
-        sock.sendall(wire.encode_simple(proto.connect()))
+        sock.sendall(codec.encode_simple(proto.connect()))
         read_until(sock, decoder, proto.CONNECTED, timeout)
-        sock.sendall(wire.encode_simple(proto.producer(broker.topic_name(topic), producer_id, 1)))
+        sock.sendall(codec.encode_simple(proto.producer(broker.topic_name(topic), producer_id, 1)))
         read_until(sock, decoder, proto.PRODUCER_SUCCESS, timeout)
         yield sock, decoder
