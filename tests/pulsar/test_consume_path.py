@@ -15,6 +15,7 @@ import threading
 import pytest
 
 import pulsarfast as pulsar
+import pulsarfast.consuming.consumer as consumer_module
 from pulsarfast.wire import codec, proto
 from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
 from tests.support.pulsar_helpers import bodies_of, produce, subscription_stats
@@ -165,7 +166,7 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
     # for (permits count messages): with 500-message batches, a count of 2..501 when it reads makes it
     # read many entries to send one or two, and read the rest again later. So the consumer grants one
     # permit at subscribe, then only grants that lift the broker's count from zero or below to exactly 1.
-    monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 3600.0)  # (the safety net stays out of it)
+    monkeypatch.setattr(consumer_module, "OWED_RELEASE_SECONDS", 3600.0)  # (the safety net stays out of it)
     produce_batched(client, pulsar_topic, 3000, batch=500, max_delay_ms=60_000)  # (batches of exactly 500)
     proxy = fault_proxy_factory(pulsar_broker.host, pulsar_broker.port)
     proxy.record_upstream()
@@ -200,7 +201,7 @@ def test_a_batched_backlog_is_asked_for_one_entry_at_a_time_and_read_from_storag
 def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker, pulsar_topic, backend, monkeypatch):
     # Read permits wait while the broker's count is above zero (it has an entry to send, or waits for
     # one); a receive() that has waited OWED_RELEASE_SECONDS with nothing arriving grants all of them.
-    monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 3600.0)  # (not during the drain, however slow)
+    monkeypatch.setattr(consumer_module, "OWED_RELEASE_SECONDS", 3600.0)  # (not during the drain, however slow)
     produce_batched(client, pulsar_topic, 1000, batch=500, max_delay_ms=60_000)
     consumer = client.subscribe(pulsar_topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
                                 initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=1000)
@@ -214,7 +215,7 @@ def test_a_consumer_that_waits_grants_the_permits_it_holds(client, pulsar_broker
 
     wait_for(lambda: broker_permits() == 1, backend,
              message="the broker's count lifted to 1 after the second batch")
-    monkeypatch.setattr(pulsar.consumer, "OWED_RELEASE_SECONDS", 1.0)
+    monkeypatch.setattr(consumer_module, "OWED_RELEASE_SECONDS", 1.0)
     with pytest.raises(pulsar.Timeout):
         consumer.receive(2500)
     assert broker_permits() == 1000  # the whole queue: nothing is unread

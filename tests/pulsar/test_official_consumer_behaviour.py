@@ -26,6 +26,7 @@ import re
 import pytest
 
 import pulsarfast as pulsar
+import pulsarfast.consuming.consumer as consumer_module
 from tests.support.pulsar_helpers import (
     official_session, bodies_of, needs_official, official, official_client, send_all, subscription_stats)
 from tests.support.subprocess_programs import Program
@@ -595,7 +596,7 @@ def test_ctrl_c_in_receive_raises_interrupted(pulsar_broker, pulsar_topic, progr
     report = json.loads(program.stdout[-1])
     assert report == {"raised": "ReceiveInterrupted", "message": "Pulsar error: Interrupted", "interrupted": True,
                       "pulsar_exception": True, "keyboard_interrupt": True, "usable_after": True}, program.report()
-    assert issubclass(pulsar.consumer.ReceiveInterrupted, (pulsar.Interrupted, KeyboardInterrupt))
+    assert issubclass(consumer_module.ReceiveInterrupted, (pulsar.Interrupted, KeyboardInterrupt))
 
 
 # --------------------------------------------------------------------------- 5. get_last_message_id()

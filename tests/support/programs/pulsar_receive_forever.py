@@ -37,7 +37,7 @@ def print_ready_when_blocked_in_receive(backend_name):
         frame = sys._current_frames().get(main)
         while frame is not None:
             code = frame.f_code
-            if code.co_name == "receive" and code.co_filename.endswith(os.path.join("pulsarfast", "consumer.py")):
+            if code.co_name == "receive" and code.co_filename.endswith(os.path.join("pulsarfast", "consuming", "consumer.py")):
                 return True
             frame = frame.f_back
         return False

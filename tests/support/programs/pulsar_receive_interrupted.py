@@ -16,6 +16,7 @@ import signal
 import threading
 
 import pulsarfast as pulsar
+import pulsarfast.consuming.consumer as consumer_module  # noqa: E402
 
 
 class _Hooked:
@@ -42,7 +43,7 @@ def main():
                         help="deliver SIGINT to the signalling thread (pthread_kill), not to the process")
     args = parser.parse_args()
     # no periodic wake-up in receive(): an interrupt noticed only at one would leave it blocked
-    pulsar.consumer.OWED_RELEASE_SECONDS = 3600.0
+    consumer_module.OWED_RELEASE_SECONDS = 3600.0
     signal.signal(signal.SIGINT, signal.default_int_handler)
     client = pulsar.Client(args.service_url, backend=args.backend, operation_timeout_seconds=10)
     report = {}
