@@ -75,6 +75,7 @@ from pulsarfast.options.keyshared import ConsumerKeySharedPolicy
 from pulsarfast.producing.producer import Producer
 from pulsarfast.schema import BytesSchema
 from pulsarfast.tableview import TableView
+from pulsarfast.transactions.transaction import Transaction, TransactionId, TransactionState
 from pulsarfast.version import __version__
 from pulsarfast.wire.cryptokeys import CryptoKeyReader, EncryptionContext, EncryptionKey
 from pulsarfast.wire.message import Message, MessageId
@@ -92,5 +93,5 @@ __all__ = [
     "ConsumerCryptoFailureAction", "RegexSubscriptionMode", "ConsumerKeySharedPolicy", "ConsumerBatchReceivePolicy",
     "BatchReceivePolicy", "KeySharedPolicy", "DeadLetterPolicyBuilder", "CryptoKeyReader", "EncryptionContext",
     "EncryptionKey", "MessageBatch", "Function", "Context", "SerDe", "PickleSerDe", "IdentitySerDe",
-    "TableView",
+    "TableView", "Transaction", "TransactionId", "TransactionState",
 ]

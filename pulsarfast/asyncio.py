@@ -56,6 +56,8 @@ from pulsarfast.options.deadletterpolicy import ConsumerDeadLetterPolicy
 from pulsarfast.options.keyshared import ConsumerKeySharedPolicy
 from pulsarfast.producing.producer import Producer as _SyncProducer
 from pulsarfast.schema import BytesSchema, Schema
+from pulsarfast.transactions.transaction import DEFAULT_TIMEOUT_MS, TransactionId, TransactionState
+from pulsarfast.transactions.transaction import Transaction as _SyncTransaction
 from pulsarfast.wire.cryptokeys import CryptoKeyReader
 from pulsarfast.wire.message import Message, MessageId
 
@@ -64,7 +66,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "PulsarException", "Producer", "Consumer", "Reader", "Client",
     "InitialPosition", "CompressionType", "PartitionsRoutingMode", "BatchingType", "ProducerAccessMode",
-    "RegexSubscriptionMode", "ConsumerCryptoFailureAction",
+    "RegexSubscriptionMode", "ConsumerCryptoFailureAction", "Transaction", "TransactionId", "TransactionState",
 ]
 
 
@@ -197,6 +199,58 @@ def _check_type(var_type: type, var: Any, name: str) -> None:
                          % (name, var_type.__name__, type(var).__name__))
 
 
+class Transaction:
+    """A transaction (pulsarfast's: the official client has none); made by ``Client.new_transaction``.
+    ``async with await client.new_transaction() as txn:`` commits at a normal exit and aborts when
+    the block raises. The sync ``pulsarfast.Transaction`` documents the semantics."""
+
+    def __init__(self, txn: _SyncTransaction) -> None:
+        self._txn = txn
+
+    def __repr__(self) -> str:
+        return repr(self._txn)
+
+    @property
+    def id(self) -> TransactionId:
+        return self._txn.id
+
+    @property
+    def state(self) -> TransactionState:
+        return self._txn.state
+
+    @property
+    def timeout_ms(self) -> int | None:
+        return self._txn.timeout_ms
+
+    async def commit(self) -> None:
+        """Make its messages visible and its acknowledgements effective (raises PulsarException)."""
+        await _call(self._txn.commit)
+
+    async def abort(self) -> None:
+        """Drop its messages and acknowledgements."""
+        await _call(self._txn.abort)
+
+    async def __aenter__(self) -> "Transaction":
+        return self
+
+    async def __aexit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if kind is None:
+            await self.commit()
+            return
+        try:
+            await self.abort()
+        except PulsarException as exc:
+            logger.warning("transaction %s: abort after %s failed: %s", self._txn.id, kind.__name__, exc)
+
+
+def _sync_transaction(transaction: Any) -> _SyncTransaction:
+    if isinstance(transaction, Transaction):
+        return transaction._txn
+    if isinstance(transaction, _SyncTransaction):
+        return transaction
+    raise ValueError("transaction must be a Transaction, not %s" % type(transaction).__name__)
+
+
 class Producer:
     """Publishes messages on a topic; made by ``Client.create_producer``."""
 
@@ -215,12 +269,18 @@ class Producer:
                    disable_replication: bool | None = None,
                    event_timestamp: int | None = None,
                    deliver_at: int | None = None,
-                   deliver_after: timedelta | None = None) -> MessageId:
-        """Send a message; returns its id once the broker has it (raises PulsarException)."""
+                   deliver_after: timedelta | None = None, *,
+                   transaction: Transaction | None = None) -> MessageId:
+        """Send a message; returns its id once the broker has it (raises PulsarException). With
+        ``transaction`` (pulsarfast's), the message is sent in it."""
         if self._closed:
             raise _closed("producer closed")
         self._client_end.check()
         producer = self._producer
+        if transaction is not None:
+            return await _call(producer.send, content, properties, partition_key, ordering_key, sequence_id,
+                               replication_clusters, bool(disable_replication), event_timestamp, deliver_at,
+                               deliver_after, transaction=_sync_transaction(transaction))
         if producer.settings.block_if_queue_full:  # (waiting for room: in a task of the backend)
             return await _call(producer.send, content, properties, partition_key, ordering_key, sequence_id,
                                replication_clusters, bool(disable_replication), event_timestamp, deliver_at,
@@ -288,15 +348,24 @@ class Consumer:
             raise
         return ready
 
-    async def acknowledge(self, message: Union[Message, MessageId]) -> None:
+    async def acknowledge(self, message: Union[Message, MessageId], *,
+                          transaction: Transaction | None = None) -> None:
+        """Acknowledge a message; with ``transaction`` (pulsarfast's), in it, the broker's answer awaited."""
         self._client_end.check()
+        if transaction is not None:
+            await _call(self._consumer.acknowledge, message, transaction=_sync_transaction(transaction))
+            return
         try:
             self._consumer.acknowledge(message)  # (never waits: acknowledgements are grouped and sent later)
         except _SyncPulsarException as exc:
             _raise_mapped(exc)
 
-    async def acknowledge_cumulative(self, message: Union[Message, MessageId]) -> None:
+    async def acknowledge_cumulative(self, message: Union[Message, MessageId], *,
+                                     transaction: Transaction | None = None) -> None:
         self._client_end.check()
+        if transaction is not None:
+            await _call(self._consumer.acknowledge_cumulative, message, transaction=_sync_transaction(transaction))
+            return
         await _call(self._consumer.acknowledge_cumulative, message)
 
     async def negative_acknowledge(self, message: Union[Message, MessageId]) -> None:
@@ -544,6 +613,16 @@ class Client:
         end.ended = True
         if end.shutting_down is None and not self._closed:
             end.shutting_down = _start(self._client.shutdown)
+
+    async def new_transaction(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Transaction:
+        """Open a transaction (pulsarfast's; see ``pulsarfast.Client.new_transaction``)."""
+        self._check_open()
+        return Transaction(await _call(self._client.new_transaction, timeout_ms))
+
+    def transaction(self, txn_id: Any) -> Transaction:
+        """A handle on a transaction opened elsewhere, by its id (see ``pulsarfast.Client.transaction``)."""
+        self._check_open()
+        return Transaction(self._client.transaction(txn_id))
 
     async def get_topic_partitions(self, topic: str) -> List[str]:
         """The topic's partition names (the topic itself when not partitioned)."""

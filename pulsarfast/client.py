@@ -86,6 +86,14 @@ from pulsarfast.options.settings import (
 )
 from pulsarfast.producing.producer import PartitionProducer, Producer
 from pulsarfast.tableview import TableView
+from pulsarfast.transactions.coordinator import CoordinatorHost, Coordinators
+from pulsarfast.transactions.transaction import (
+    DEFAULT_TIMEOUT_MS,
+    Transaction,
+    check_timeout_ms,
+    open_transaction,
+    transaction_id,
+)
 from pulsarfast.wire.message import MessageId
 
 logger = logging.getLogger(__name__)
@@ -146,6 +154,8 @@ class Client:
         self._pool = ConnectionPool(self.backend, _Weakly(self._make_connection, raising=True))
         self._discovery = Discovery(settings, self._pool, _Weakly(self._service_switched))
         self._supervisor = self._new_supervisor()
+        #: the transaction coordinators, connected on first use (new_transaction)
+        self._coordinators = Coordinators(cast(CoordinatorHost, self._owner))
         #: what a dropped client's finalizer shuts down, and the producers, consumers and table views
         #: (each follows its topic until closed, as the official ones do) that close() closes
         self._lifetime = ClientLifetime(self.backend, self._pool, self._discovery, self._supervisor, self._tasks)
@@ -200,6 +210,10 @@ class Client:
         conn = self._pool.get(logical_url, address, through_proxy)
         self.max_message_size = conn.max_message_size
         return conn
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions topic has (0: not partitioned)."""
+        return self._discovery.partitions(topic)
 
     def broker_connections(self) -> list[BrokerConnection]:
         """Diagnostics: the client's open broker connections (one per broker
@@ -261,6 +275,24 @@ class Client:
         return [(partition_name(topic, index), index) for index in range(count)]
 
     # -- the official API ----------------------------------------------------------------------
+
+    # -- transactions (pulsarfast's: the official client has none) ---------------------------------
+
+    @from_any_thread()
+    def new_transaction(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Transaction:
+        """Open a transaction on the cluster's coordinators (connected on first use): messages sent
+        and acknowledgements made in it (``transaction=``) take effect together at ``commit()``.
+        Its coordinator aborts it once ``timeout_ms`` have passed without a commit. Raises
+        TransactionCoordinatorNotFoundError when the cluster has no coordinator."""
+        self.check_usable()
+        return open_transaction(self._coordinators, self.backend, check_timeout_ms(timeout_ms))
+
+    def transaction(self, txn_id: Any) -> Transaction:
+        """A handle on a transaction opened elsewhere (another client or process), by its id (a
+        TransactionId or a (most_bits, least_bits) pair): send and acknowledge in it, commit or
+        abort it. Its timeout is its opener's, which this handle does not know."""
+        self.check_usable()
+        return Transaction(self._coordinators, self.backend, transaction_id(txn_id), None)
 
     @from_any_thread()
     def get_topic_partitions(self, topic: str) -> list[str]:
@@ -594,6 +626,7 @@ class Client:
         the sends waiting for the parent's receipts (the first use here starts over: check_usable)."""
         self._supervisor.forget_after_fork()
         self._pool.forget_after_fork()
+        self._coordinators.forget_all()
         for producer in self._producers:
             producer.after_fork_in_child()
         for consumer in self._consumers:

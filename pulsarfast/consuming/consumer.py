@@ -140,6 +140,7 @@ from pulsarfast.base.results import (
     ProtocolError,
     PulsarException,
     Timeout,
+    from_server_error,
 )
 from pulsarfast.consuming.redelivery import PartitionRedelivery, Redelivery
 from pulsarfast.network.connection import BrokerConnection
@@ -147,6 +148,7 @@ from pulsarfast.network.link import SessionLink
 from pulsarfast.network.owner import Owner
 from pulsarfast.options.settings import ConsumerSettings
 from pulsarfast.options.startposition import StartPosition, is_earliest, is_latest
+from pulsarfast.transactions.transaction import Transaction
 from pulsarfast.wire import proto
 from pulsarfast.wire.chunks import ChunkAssembler, ChunkedMessageId
 from pulsarfast.wire.codec import read_fields, split_batch_decoded
@@ -906,6 +908,49 @@ class TopicConsumer:
         self._send_ack(proto.ACK_CUMULATIVE, proto.message_id_data(ledger & ((1 << 64) - 1), entry & ((1 << 64) - 1),
                                                                    self.partition))
 
+    def ack_in_transaction(self, message_id: MessageId, txn: Transaction, cumulative: bool) -> None:
+        """Acknowledge in a transaction (effective when it commits): the subscription registered
+        with the transaction first, then an ACK carrying the transaction's id and a request id,
+        whose ACK_RESPONSE is awaited; the broker's refusal (TransactionConflict: another
+        transaction holds that message) raises, and fails the transaction's commit. A message of a
+        batch is acknowledged by its index (an ack set), a cumulative one up to its index."""
+        txn.check_open()
+        txn.register_subscription(self.topic, self.settings.subscription_name)
+        ledger, entry = message_id.entry_key()
+        ledger &= (1 << 64) - 1
+        entry &= (1 << 64) - 1
+        index, size = message_id.batch_index(), message_id.batch_size()
+        if index >= 0 and size > 1:
+            if cumulative:
+                words = index_words(range(index + 1, size))
+            else:
+                words = index_words([i for i in range(size) if i != index])
+            id_bytes = proto.message_id_ack_set(ledger, entry, self.partition, words)
+        else:
+            id_bytes = proto.message_id_data(ledger, entry, self.partition)
+        ack_type = proto.ACK_CUMULATIVE if cumulative else proto.ACK_INDIVIDUAL
+        bits = (txn.id.most_bits, txn.id.least_bits)
+        link = self._link
+        if link is None or link.closed:
+            raise NotConnected("the consumer of %s is not connected: the acknowledgement in transaction %s was "
+                               "not made" % (self.topic, txn.id))
+        txn.op_started()
+        try:
+            answer = link.conn.request(
+                lambda rid: proto.ack(self.consumer_id, ack_type, [id_bytes], txn=bits, request_id=rid),
+                self.client.operation_timeout)
+            if answer.error is not None:
+                raise from_server_error(answer.error, answer.message)
+        except BaseException as exc:
+            txn.op_finished(exc)
+            raise
+        txn.op_finished(None)
+        if self.redelivery is not None:  # (the unacknowledged-message timeout no longer asks for it)
+            if cumulative:
+                self.redelivery.acknowledged_until(message_id.entry_key())
+            elif index < 0 or size <= 1:
+                self.redelivery.acknowledged(message_id.entry_key())
+
     def _send_ack(self, ack_type: int, message_id_bytes: bytes) -> None:
         if ack_type == proto.ACK_INDIVIDUAL and self.settings.ack_grouping_seconds > 0:
             self._acks.append(message_id_bytes)  # (a deque: appends and send_acks' pops need no lock)
@@ -1565,8 +1610,11 @@ class Consumer(HandedOut):
             return message
         raise ValueError("expected a Message or a MessageId, not %s" % type(message).__name__)
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        """Acknowledge one message (the broker will not deliver it again)."""
+    def acknowledge(self, message: Message | MessageId, *, transaction: Transaction | None = None) -> None:
+        """Acknowledge one message (the broker will not deliver it again). With ``transaction``,
+        the acknowledgement takes effect when it commits; the call waits for the broker's answer."""
+        if transaction is not None:
+            return self._acknowledge_in_transaction(message, transaction, False)
         if not (self._usable and self.backend.may_call_inline()):
             return self._acknowledge_checked(message)
         message_id = message.message_id() if type(message) is Message else self._id_of(message)
@@ -1585,8 +1633,31 @@ class Consumer(HandedOut):
         consumer.acknowledged += 1
 
     @from_any_thread()
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledge this message and every one before it (of its partition)."""
+    def _acknowledge_in_transaction(self, message: Message | MessageId, transaction: Transaction,
+                                    cumulative: bool) -> None:
+        self._check_open()
+        if not isinstance(transaction, Transaction):
+            raise ValueError("transaction must be a pulsarfast Transaction, not %s" % type(transaction).__name__)
+        if cumulative and self.settings.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement needs an Exclusive or "
+                                                           "Failover subscription")
+        message_id = self._id_of(message)
+        consumer = self._topic_consumer(message_id)
+        consumer.ack_in_transaction(message_id, transaction, cumulative)
+        if cumulative:
+            consumer.acknowledged_cumulative += 1
+        else:
+            consumer.acknowledged += 1
+
+    def acknowledge_cumulative(self, message: Message | MessageId, *, transaction: Transaction | None = None) -> None:
+        """Acknowledge this message and every one before it (of its partition). With
+        ``transaction``, effective when it commits; the call waits for the broker's answer."""
+        if transaction is not None:
+            return self._acknowledge_in_transaction(message, transaction, True)
+        return self._acknowledge_cumulative(message)
+
+    @from_any_thread()
+    def _acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._check_open()
         if self.settings.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement needs an Exclusive or "

@@ -110,6 +110,7 @@ from pulsarfast.base.results import (
     Result,
     Timeout,
     TopicTerminated,
+    exception_for,
     result_of,
 )
 from pulsarfast.network.connection import BrokerConnection
@@ -119,7 +120,9 @@ from pulsarfast.options.settings import ProducerSettings
 from pulsarfast.producing.sendargs import check_callback, check_content, check_options, encode_text
 from pulsarfast.wire import proto
 from pulsarfast.wire.chunks import chunk_frames
+from pulsarfast.transactions.transaction import Transaction
 from pulsarfast.wire.codec import encode_batch_entry, encode_send_frame
+from pulsarfast.wire.txnframes import in_transaction
 from pulsarfast.wire.crypto import TAG_SIZE
 from pulsarfast.wire.hashing import partition_for_key
 from pulsarfast.wire.message import Message, MessageId, batch_message_ids
@@ -260,6 +263,7 @@ class PartitionProducer:
         #: BatchingType.KeyBased: each batch holds the messages of one partition key, which it carries
         self._key_based = settings.batching_type is BatchingType.KeyBased
         self._open_key: bytes | None = None  # (the key of the open batch's messages)
+        self._open_txn: Transaction | None = None  # (the transaction of the open batch's messages)
         self._open_bytes = 0
         self._batch_timer: Any = None
         #: an early send of the open batch is due at the end of the loop's turn (batching_eager: _send_early)
@@ -385,15 +389,21 @@ class PartitionProducer:
     # -- sending ----------------------------------------------------------------------
 
     def send(self, payload: bytes, metadata_args: tuple, sequence_id: int | None, callback: SendCallback | None,
-             wait: bool) -> _Send:
+             wait: bool, txn: Transaction | None = None) -> _Send:
         """Frame and queue one message (or add it to the open batch); write
         what is ready when connected. With wait, the returned send has an
         event to wait on. metadata_args are encode_send_frame's (properties,
         partition_key, event_time, extra_metadata); a message with extra
-        metadata (ordering key, delivery time, replication) is never batched."""
+        metadata (ordering key, delivery time, replication) is never batched.
+        In a transaction (txn, whose partition is registered already), its frame carries the
+        transaction's id, and a batch holds the messages of one transaction (or of none)."""
         settings = self.settings
         max_size = self.client.max_message_size
         batched = settings.batching_enabled and not metadata_args[3]
+        txn_bits = (txn.id.most_bits, txn.id.least_bits) if txn is not None else None
+        if txn_bits is not None and not batched:
+            pairs, key, event_time, extra = metadata_args
+            metadata_args = (pairs, key, event_time, extra + proto.txn_metadata(txn_bits))
         codec = settings.codec
         # (a batch is compressed whole when it closes; an empty payload goes as it is, since the
         # official C++ client cannot read an empty one compressed with zlib, and gains nothing)
@@ -435,10 +445,13 @@ class PartitionProducer:
                         pairs, key, event_time, _extra = metadata_args
                         entry = encode_batch_entry(
                             proto.batch_entry_metadata(len(payload), pairs, key, event_time, sequence_id), payload)
-                        if self._key_based and self._open and key != self._open_key:
-                            frames = self._close_batch_locked()  # (KeyBased: a batch holds one key)
+                        if self._open and (self._open_txn is not txn or self._key_based and key != self._open_key):
+                            # (a batch holds one transaction's messages, or none's; KeyBased: one key's)
+                            frames = self._close_batch_locked()
+                            self._open_txn = txn
                             frames += self._add_to_batch_locked(send, entry)
                         else:
+                            self._open_txn = txn
                             frames = self._add_to_batch_locked(send, entry)
                         self._open_key = key
                     else:
@@ -450,10 +463,12 @@ class PartitionProducer:
                             metadata_args = metadata_args[:3] + (metadata_args[3] + self._schema_metadata,)
                         if seal is not None or len(payload) > max_size:  # (chunking_enabled: one SEND per chunk)
                             send = self._queue_chunks_locked(sequence_id, name, payload, metadata_args, max_size,
-                                                             callback, deadline, event, frames, seal)
+                                                             callback, deadline, event, frames, seal, txn_bits)
                         else:
                             frame = encode_send_frame(self.producer_id, sequence_id, name, int(time.time() * 1000),
                                                       payload, *metadata_args)
+                            if txn_bits is not None:
+                                frame = in_transaction(frame, txn_bits)
                             send = _Send(sequence_id, frame, callback, deadline, event)
                             self._pending.append(send)
                             frames.append(frame)
@@ -476,12 +491,14 @@ class PartitionProducer:
 
     def _queue_chunks_locked(self, sequence_id: int, name: bytes, payload: bytes, metadata_args: tuple,
                              max_size: int, callback: SendCallback | None, deadline: float, event: Any,
-                             frames: list[bytes], seal: Any = None) -> _Send:
+                             frames: list[bytes], seal: Any = None, txn_bits: tuple[int, int] | None = None) -> _Send:
         """A message larger than max_size as its chunks' frames (pulsarfast.wire.chunks), each pending
         with the message's sequence id, in order: the broker's receipt of each resolves the oldest;
         the last chunk's is the message's (the earlier ones count no message: no members)."""
         chunked = chunk_frames(self.producer_id, sequence_id, name, int(time.time() * 1000), payload,
                                metadata_args, max_size, seal)
+        if txn_bits is not None:
+            chunked = [in_transaction(frame, txn_bits) for frame in chunked]
         for frame in chunked[:-1]:
             self._pending.append(_Send(sequence_id, frame, None, deadline, None, []))
         send = _Send(sequence_id, chunked[-1], callback, deadline, event)
@@ -561,6 +578,10 @@ class PartitionProducer:
             body, sealed = encryptor.encrypt(body)
             extra += sealed
         key = self._open_key if self._key_based else None  # (the broker's Key_Shared dispatch reads it)
+        txn, self._open_txn = self._open_txn, None
+        txn_bits = (txn.id.most_bits, txn.id.least_bits) if txn is not None else None
+        if txn_bits is not None:
+            extra += proto.txn_metadata(txn_bits)
         # The last member's sequence id as the batch's highest (in the command, where the broker's
         # deduplication reads it, and in the metadata, as the Java client writes it; the official
         # Python/C++ client 3.13 sends neither): without it a deduplicating broker takes the batch for
@@ -571,6 +592,8 @@ class PartitionProducer:
             extra += proto.f_uint(24, highest)
         frame = encode_send_frame(self.producer_id, first, name, int(time.time() * 1000),
                                   body, None, key, 0, extra, count, highest if highest != first else None)
+        if txn_bits is not None:
+            frame = in_transaction(frame, txn_bits)
         self._pending.append(_Send(members[0].sequence_id, frame, None, members[0].deadline, None, members))
         return [frame]
 
@@ -867,10 +890,12 @@ class Producer(HandedOut):
              ordering_key: str | None = None, sequence_id: int | None = None,
              replication_clusters: list[str] | None = None, disable_replication: bool = False,
              event_timestamp: int | None = None, deliver_at: int | None = None,
-             deliver_after: datetime.timedelta | None = None) -> MessageId:
-        """Publish and block until the broker's receipt: the message's id. Raises on failure."""
+             deliver_after: datetime.timedelta | None = None, *, transaction: Transaction | None = None) -> MessageId:
+        """Publish and block until the broker's receipt: the message's id. Raises on failure. With
+        ``transaction``, the message is sent in it: visible once it commits, never if it aborts."""
         send = self._send(content, None, True, properties, partition_key, ordering_key, sequence_id,
-                          replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after)
+                          replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
+                          transaction)
         send.event.wait()
         if send.result is not None:
             raise send.result
@@ -882,14 +907,18 @@ class Producer(HandedOut):
                    partition_key: str | None = None, ordering_key: str | None = None,
                    sequence_id: int | None = None, replication_clusters: list[str] | None = None,
                    disable_replication: bool = False, event_timestamp: int | None = None,
-                   deliver_at: int | None = None, deliver_after: datetime.timedelta | None = None) -> None:
+                   deliver_at: int | None = None, deliver_after: datetime.timedelta | None = None, *,
+                   transaction: Transaction | None = None) -> None:
         """Publish without waiting: ``callback(result, message_id)`` once the broker answers
         (``Result.Ok`` and the id, or an error code and None). ``callback=None``, as
-        the official client allows, asks for no outcome (flush() still waits for it)."""
+        the official client allows, asks for no outcome (flush() still waits for it). With
+        ``transaction``, the message is sent in it; the first message to a partition in a
+        transaction waits (in a task, its order kept) for the partition's registration."""
         check_callback(callback)
         try:
             self._send(content, callback, False, properties, partition_key, ordering_key, sequence_id,
-                       replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after)
+                       replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
+                       transaction)
         except PulsarException as exc:
             if callback is None:
                 raise
@@ -959,7 +988,7 @@ class Producer(HandedOut):
 
     def _send(self, content: Any, callback: SendCallback | None, wait: bool, properties: Any, partition_key: Any,
               ordering_key: Any, sequence_id: Any, replication_clusters: Any, disable_replication: bool,
-              event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> _Send:
+              event_timestamp: Any, deliver_at: Any, deliver_after: Any, txn: Transaction | None = None) -> _Send:
         # the official client's checks first (sendargs), whatever the producer's state
         schema = self._value_schema
         if schema is not None:  # (a value the schema cannot encode raises here, before anything is queued)
@@ -991,7 +1020,68 @@ class Producer(HandedOut):
             )
         metadata_args = (pairs, partition_key.encode("utf-8") if partition_key else None, event_timestamp or 0, extra)
         partition = self._choose(payload, partition_key, properties)
-        return partition.send(payload, metadata_args, sequence_id or None, callback, wait)
+        if txn is None:
+            return partition.send(payload, metadata_args, sequence_id or None, callback, wait)
+        return self._send_in_transaction(txn, partition, payload, metadata_args, sequence_id or None, callback, wait)
+
+    def _send_in_transaction(self, txn: Transaction, partition: PartitionProducer, payload: bytes,
+                             metadata_args: tuple, sequence_id: int | None, callback: SendCallback | None,
+                             wait: bool) -> _Send:
+        """A send in a transaction: counted as one of its operations until the broker's answer (a
+        failed one fails the transaction's commit), after its partition's registration."""
+        if not isinstance(txn, Transaction):
+            raise ValueError("transaction must be a pulsarfast Transaction, not %s" % type(txn).__name__)
+        txn.check_open()
+        user_callback = callback
+
+        def counted(result: Result, message_id: MessageId | None) -> None:
+            txn.op_finished(None if result == Result.Ok else exception_for(result)(
+                "a send in transaction %s failed: %s" % (txn.id, result.name)))
+            if user_callback is not None:
+                user_callback(result, message_id)
+
+        txn.op_started(partition)
+        if wait:
+            if not txn.partition_ready(partition.topic):
+                registered = self.backend.event()
+                outcome: list[BaseException | None] = []
+
+                def done(error: BaseException | None) -> None:
+                    outcome.append(error)
+                    registered.set()
+
+                txn.after_partition_registered(partition.topic, done)
+                registered.wait()
+                if outcome[0] is not None:
+                    txn.op_finished(outcome[0])
+                    raise outcome[0]
+            try:
+                return partition.send(payload, metadata_args, sequence_id, counted, True, txn)
+            except BaseException as exc:
+                txn.op_finished(exc)
+                raise
+
+        def send_now(error: BaseException | None) -> None:
+            if error is None:
+                try:
+                    partition.send(payload, metadata_args, sequence_id, counted, False, txn)
+                    return
+                except PulsarException as exc:
+                    error = exc
+            txn.op_finished(error)
+            if user_callback is not None:
+                user_callback(result_of(error), None)
+            else:
+                logger.warning("a send in transaction %s failed: %s", txn.id, error)
+
+        if txn.partition_ready(partition.topic):
+            try:
+                return partition.send(payload, metadata_args, sequence_id, counted, False, txn)
+            except BaseException as exc:
+                txn.op_finished(exc)
+                raise
+        txn.after_partition_registered(partition.topic, send_now)
+        return _Send(-1, b"", None, 0.0, None)  # (send_async does not look at it)
 
     def _choose(self, payload: bytes, partition_key: str | None, properties: Any) -> PartitionProducer:
         partitions = self._partitions

@@ -75,6 +75,16 @@ GET_SCHEMA_RESPONSE = 35
 AUTH_CHALLENGE = 36
 AUTH_RESPONSE = 37
 ACK_RESPONSE = 38
+NEW_TXN = 50
+NEW_TXN_RESPONSE = 51
+ADD_PARTITION_TO_TXN = 52
+ADD_PARTITION_TO_TXN_RESPONSE = 53
+ADD_SUBSCRIPTION_TO_TXN = 54
+ADD_SUBSCRIPTION_TO_TXN_RESPONSE = 55
+END_TXN = 56
+END_TXN_RESPONSE = 57
+TC_CLIENT_CONNECT_REQUEST = 62
+TC_CLIENT_CONNECT_RESPONSE = 63
 WATCH_TOPIC_LIST = 64
 WATCH_TOPIC_LIST_SUCCESS = 65
 WATCH_TOPIC_UPDATE = 66
@@ -95,6 +105,8 @@ VALIDATION_UNCOMPRESSED_SIZE, VALIDATION_DECOMPRESSION, VALIDATION_CHECKSUM, VAL
 LOOKUP_REDIRECT, LOOKUP_CONNECT, LOOKUP_FAILED = 0, 1, 2
 # CommandPartitionedTopicMetadataResponse.LookupType
 METADATA_SUCCESS, METADATA_FAILED = 0, 1
+# TxnAction
+TXN_COMMIT, TXN_ABORT = 0, 1
 # CompressionType
 COMPRESSION_NONE, COMPRESSION_LZ4, COMPRESSION_ZLIB, COMPRESSION_ZSTD, COMPRESSION_SNAPPY = 0, 1, 2, 3, 4
 
@@ -328,14 +340,67 @@ def message_id_ack_set(ledger_id: int, entry_id: int, partition: int, ack_set: I
         f_uint(5, word & 0xFFFFFFFFFFFFFFFF) for word in ack_set)
 
 
-def ack(consumer_id: int, ack_type: int, message_ids: Iterable[bytes], validation_error: int | None = None) -> bytes:
-    """CommandAck of serialized MessageIdData (several for individual acks)."""
+def ack(consumer_id: int, ack_type: int, message_ids: Iterable[bytes], validation_error: int | None = None,
+        txn: tuple[int, int] | None = None, request_id: int | None = None) -> bytes:
+    """CommandAck of serialized MessageIdData (several for individual acks); in a transaction
+    (txn: its (most, least) bits) with txnid_least_bits = 6, txnid_most_bits = 7; with a
+    request_id = 8 the broker answers ACK_RESPONSE."""
     body = f_uint(1, consumer_id) + f_uint(2, ack_type)
     for message_id in message_ids:
         body += f_bytes(3, message_id)
     if validation_error is not None:
         body += f_uint(4, validation_error)
+    if txn is not None:
+        body += f_uint(6, txn[1]) + f_uint(7, txn[0])
+    if request_id is not None:
+        body += f_uint(8, request_id)
     return base_command(ACK, body)
+
+
+# -- transactions (the coordinator's commands; a SEND's and a message's fields: txn_send_fields) --
+
+def tc_client_connect(request_id: int, tc_id: int) -> bytes:
+    """CommandTcClientConnectRequest {request_id = 1; tc_id = 2}."""
+    return base_command(TC_CLIENT_CONNECT_REQUEST, f_uint(1, request_id) + f_uint(2, tc_id))
+
+
+def new_txn(request_id: int, tc_id: int, timeout_ms: int) -> bytes:
+    """CommandNewTxn {request_id = 1; txn_ttl_seconds = 2 (milliseconds, whatever its name says: the
+    broker and the Java client read it so); tc_id = 3}."""
+    return base_command(NEW_TXN, f_uint(1, request_id) + f_uint(2, timeout_ms) + f_uint(3, tc_id))
+
+
+def add_partition_to_txn(request_id: int, txn: tuple[int, int], partitions: Iterable[str]) -> bytes:
+    """CommandAddPartitionToTxn {request_id = 1; txnid_least_bits = 2; txnid_most_bits = 3; partitions = 4}."""
+    body = f_uint(1, request_id) + f_uint(2, txn[1]) + f_uint(3, txn[0])
+    for partition in partitions:
+        body += f_str(4, partition)
+    return base_command(ADD_PARTITION_TO_TXN, body)
+
+
+def add_subscription_to_txn(request_id: int, txn: tuple[int, int], subscriptions: Iterable[tuple[str, str]]) -> bytes:
+    """CommandAddSubscriptionToTxn {request_id = 1; txnid_least_bits = 2; txnid_most_bits = 3;
+    subscription = 4 (Subscription {topic = 1; subscription = 2})}."""
+    body = f_uint(1, request_id) + f_uint(2, txn[1]) + f_uint(3, txn[0])
+    for topic, subscription in subscriptions:
+        body += f_bytes(4, f_str(1, topic) + f_str(2, subscription))
+    return base_command(ADD_SUBSCRIPTION_TO_TXN, body)
+
+
+def end_txn(request_id: int, txn: tuple[int, int], action: int) -> bytes:
+    """CommandEndTxn {request_id = 1; txnid_least_bits = 2; txnid_most_bits = 3; txn_action = 4}."""
+    return base_command(END_TXN, f_uint(1, request_id) + f_uint(2, txn[1]) + f_uint(3, txn[0]) + f_uint(4, action))
+
+
+def txn_metadata(txn: tuple[int, int]) -> bytes:
+    """MessageMetadata's txnid_least_bits = 22 and txnid_most_bits = 23, serialized (to follow the
+    other fields, as extra_metadata does)."""
+    return f_uint(22, txn[1]) + f_uint(23, txn[0])
+
+
+def txn_send_fields(txn: tuple[int, int]) -> bytes:
+    """CommandSend's txnid_least_bits = 4 and txnid_most_bits = 5, serialized (to follow its other fields)."""
+    return f_uint(4, txn[1]) + f_uint(5, txn[0])
 
 
 def redeliver_unacknowledged(consumer_id: int, message_ids: Iterable[bytes] = ()) -> bytes:
@@ -585,6 +650,7 @@ MESSAGE_METADATA = Schema("MessageMetadata", [
     (14, "encryption_algo", STR), (16, "schema_version", BYTES), (17, "partition_key_b64_encoded", BOOL),
     (18, "ordering_key", BYTES, ("default", None)), (19, "deliver_at_time", INT), (20, "marker_type", INT, ("default", None)),
     (24, "highest_sequence_id", UINT), (25, "null_value", BOOL), (26, "uuid", STR), (27, "num_chunks_from_msg", INT),
+    (22, "txnid_least_bits", UINT, ("default", None)), (23, "txnid_most_bits", UINT, ("default", None)),
     (28, "total_chunk_msg_size", INT), (29, "chunk_id", INT), (30, "null_partition_key", BOOL),
 ])
 SINGLE_MESSAGE_METADATA = Schema("SingleMessageMetadata", [
@@ -628,7 +694,7 @@ _command(PRODUCER, "CommandProducer", [
 ])
 _command(SEND, "CommandSend", [
     (1, "producer_id", UINT), (2, "sequence_id", UINT), (3, "num_messages", INT, ("default", 1)),
-    (6, "highest_sequence_id", UINT),
+    (4, "txnid_least_bits", UINT), (5, "txnid_most_bits", UINT), (6, "highest_sequence_id", UINT),
 ])
 _command(SEND_RECEIPT, "CommandSendReceipt", [
     (1, "producer_id", UINT), (2, "sequence_id", UINT), (3, "message_id", MSG, MESSAGE_ID_DATA),
@@ -643,7 +709,8 @@ _command(MESSAGE, "CommandMessage", [
 ])
 _command(ACK, "CommandAck", [
     (1, "consumer_id", UINT), (2, "ack_type", UINT), (3, "message_id", MSG, "repeated", MESSAGE_ID_DATA),
-    (4, "validation_error", UINT, ("default", None)), (8, "request_id", UINT),
+    (4, "validation_error", UINT, ("default", None)), (6, "txnid_least_bits", UINT), (7, "txnid_most_bits", UINT),
+    (8, "request_id", UINT),
 ])
 _command(FLOW, "CommandFlow", [(1, "consumer_id", UINT), (2, "messagePermits", UINT)])
 _command(UNSUBSCRIBE, "CommandUnsubscribe", [(1, "consumer_id", UINT), (2, "request_id", UINT)])
@@ -714,6 +781,22 @@ _command(AUTH_RESPONSE, "CommandAuthResponse", [
 ])
 _command(ACK_RESPONSE, "CommandAckResponse", [
     (1, "consumer_id", UINT), (4, "error", UINT, ("default", None)), (5, "message", STR), (6, "request_id", UINT),
+])
+_command(TC_CLIENT_CONNECT_RESPONSE, "CommandTcClientConnectResponse", [
+    (1, "request_id", UINT), (2, "error", UINT, ("default", None)), (3, "message", STR),
+])
+_TXN_ANSWER = [
+    (1, "request_id", UINT), (2, "txnid_least_bits", UINT), (3, "txnid_most_bits", UINT),
+    (4, "error", UINT, ("default", None)), (5, "message", STR),
+]
+_command(NEW_TXN_RESPONSE, "CommandNewTxnResponse", _TXN_ANSWER)
+_command(ADD_PARTITION_TO_TXN_RESPONSE, "CommandAddPartitionToTxnResponse", _TXN_ANSWER)
+_command(ADD_SUBSCRIPTION_TO_TXN_RESPONSE, "CommandAddSubscriptionToTxnResponse", _TXN_ANSWER)
+_command(END_TXN_RESPONSE, "CommandEndTxnResponse", _TXN_ANSWER)
+_command(NEW_TXN, "CommandNewTxn", [(1, "request_id", UINT), (2, "txn_ttl_seconds", UINT), (3, "tc_id", UINT)])
+_command(TC_CLIENT_CONNECT_REQUEST, "CommandTcClientConnectRequest", [(1, "request_id", UINT), (2, "tc_id", UINT)])
+_command(END_TXN, "CommandEndTxn", [
+    (1, "request_id", UINT), (2, "txnid_least_bits", UINT), (3, "txnid_most_bits", UINT), (4, "txn_action", UINT),
 ])
 _command(WATCH_TOPIC_LIST, "CommandWatchTopicList", [
     (1, "request_id", UINT), (2, "watcher_id", UINT), (3, "namespace", STR), (4, "topics_pattern", STR),

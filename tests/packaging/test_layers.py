@@ -161,6 +161,7 @@ PULSARFAST_LAYERS = (
     ("wire", "endpoints", "schema", "functions", "version"),
     ("options",),
     ("network",),
+    ("transactions",),
     ("producing", "consuming"),
     ("tableview",),
     ("client",),
