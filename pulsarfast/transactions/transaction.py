@@ -143,6 +143,13 @@ class Transaction:
                 self._id, state.name, ": it timed out and its coordinator aborted it"
                 if state is TransactionState.TIME_OUT else ""))
 
+    def _check_registrable(self) -> None:
+        """A registration is for an operation counted already (its send or acknowledgement checked
+        check_open): it goes on while commit() or abort() waits for that operation."""
+        state = self.state
+        if state not in (TransactionState.OPEN, TransactionState.COMMITTING, TransactionState.ABORTING):
+            self.check_open()
+
     # -- registering what it touches ----------------------------------------------------------
 
     def _coordinator_request(self, build: Callable[[int], bytes]) -> Any:
@@ -155,7 +162,7 @@ class Transaction:
         with self._register_lock:
             if topic in self._partitions:
                 return
-            self.check_open()
+            self._check_registrable()
             self._coordinator_request(lambda rid: proto.add_partition_to_txn(rid, self._bits(), [topic]))
             self._partitions.add(topic)
 
@@ -207,7 +214,7 @@ class Transaction:
         with self._register_lock:
             if key in self._subscriptions:
                 return
-            self.check_open()
+            self._check_registrable()
             self._coordinator_request(lambda rid: proto.add_subscription_to_txn(rid, self._bits(), [key]))
             self._subscriptions.add(key)
 
