@@ -35,6 +35,8 @@ from tests.support.pulsar_broker import (  # noqa: E402
     require_pulsar_lib,
 )
 from tests.support.shared_broker import BrokerService, SharedPulsarBroker, attach  # noqa: E402
+from tests.support.txn_broker import SHARED_NAME as TXN_SHARED_NAME  # noqa: E402
+from tests.support.txn_broker import SharedTxnPulsarBroker, TxnPulsarBroker  # noqa: E402
 from tests.support.servers import (  # noqa: E402
     NsqBinaryNotFound,
     Nsqd,
@@ -95,7 +97,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call"):
         servers = list(item.stash.get(_SERVERS_KEY, []))
-        if {"pulsar_broker", "private_pulsar_broker"} & set(getattr(item, "fixturenames", ())):
+        if {"pulsar_broker", "private_pulsar_broker", "txn_broker"} & set(getattr(item, "fixturenames", ())):
             servers += [b for b in _pulsar_brokers if b.running]  # the session's brokers
         for server in servers:
             tail = server.log_tail(3000)
@@ -279,11 +281,15 @@ def pytest_configure(config):
     directory = tempfile.mkdtemp(prefix="nsqfast-tests-")
     os.environ[RUN_DIR_ENV] = directory  # inherited by the workers, started after this hook
     service = BrokerService(directory).start()
+    # the run's transaction broker (tests/support/txn_broker.py), started when a test first asks for it
+    txn_service = BrokerService(directory, name=TXN_SHARED_NAME,
+                                make_broker=lambda: TxnPulsarBroker(started_by_lasting_thread=True)).start()
     restore_sigterm = _install_sigterm_cleanup()
 
     def finish():
         try:
             service.close()
+            txn_service.close()
         finally:
             if restore_sigterm is not None:
                 restore_sigterm()
@@ -334,6 +340,43 @@ def private_pulsar_broker(request) -> PulsarBroker:
     def finish():
         try:
             broker.kill()  # (its data goes with it: no need for a graceful stop's 5 s)
+        finally:
+            _pulsar_brokers.remove(broker)
+
+    request.addfinalizer(finish)
+    broker.start()
+    return broker
+
+
+@pytest.fixture(scope="session")
+def txn_broker() -> SharedTxnPulsarBroker:
+    """The run's Pulsar broker WITH transactions (the coordinator on; tests/support/txn_broker.py),
+    shared by every worker like ``pulsar_broker`` and started by the run's controller when the first
+    test asks for it, ready once its coordinator is (about 8-10 s). Tests keep to topics and
+    subscriptions of their own; ``txn_broker.unload_coordinator()`` moves its coordinator (every
+    transaction test sees that: use ``private_txn_broker`` when others must not); it is never stopped."""
+    _require_pulsar()
+    directory = run_dir()
+    assert directory is not None, "no test run dir: tests/conftest.py's pytest_configure makes it"
+    broker = attach(directory, name=TXN_SHARED_NAME, handle=SharedTxnPulsarBroker)
+    _pulsar_brokers.append(broker)
+    return broker
+
+
+@pytest.fixture
+def private_txn_broker(request) -> TxnPulsarBroker:
+    """A transaction broker of this test's own, for a test that stops and starts it again
+    (``stop(keep_data=True)`` / ``kill(keep_data=True)``, then ``start()``: same ports, same data) or
+    moves its coordinator while others use theirs. One JVM start per test (about 8-10 s, and a
+    restart about as much again): such tests run on one worker (xdist group ``pulsar_private``)."""
+    _require_pulsar()
+    broker = TxnPulsarBroker()
+    _pulsar_brokers.append(broker)
+    _track(request, broker)
+
+    def finish():
+        try:
+            broker.kill()
         finally:
             _pulsar_brokers.remove(broker)
 
@@ -406,6 +449,7 @@ def backend(request):
 _SERVER_FIXTURES = frozenset({
     "nsqd", "nsqd_factory", "nsqlookupd", "nsqlookupd_factory",
     "pulsar_broker", "private_pulsar_broker", "pulsar_service_url", "make_client",
+    "txn_broker", "private_txn_broker",
 })
 
 
@@ -415,7 +459,7 @@ def pytest_collection_modifyitems(config, items):
         names = set(getattr(item, "fixturenames", ()))
         if names & _SERVER_FIXTURES:
             item.add_marker(pytest.mark.integration)
-        if "private_pulsar_broker" in names:
+        if "private_pulsar_broker" in names or "private_txn_broker" in names:
             # one worker runs them all, on one more broker for the whole run (started in 5-10 s)
             item.add_marker(pytest.mark.xdist_group("pulsar_private"))
             item.add_marker(pytest.mark.slow)

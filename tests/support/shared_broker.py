@@ -11,6 +11,9 @@ so it dies with the controller even on SIGKILL (PR_SET_PDEATHSIG).
 Every other process gets a ``SharedPulsarBroker``: the admin helpers of ``PulsarBroker`` on
 the shared one's addresses, and no way to stop, kill or freeze it (a test that needs that
 starts a broker of its own).
+
+The run's transaction broker (tests/support/txn_broker.py) is served the same way by a second
+``BrokerService(run_dir, name="pulsar-txn", make_broker=...)``, with files of that name.
 """
 from __future__ import annotations
 
@@ -18,16 +21,18 @@ import json
 import os
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .processes import refuse_in_unit_run
 from .pulsar_broker import PulsarBroker
 
 __all__ = ["BrokerService", "SharedPulsarBroker", "attach"]
 
-REQUEST_FILE = "pulsar.request"
-INFO_FILE = "pulsar.json"
-ERROR_FILE = "pulsar.error"
+#: the run dir's files of the broker named NAME: NAME.request, NAME.json, NAME.error
+DEFAULT_NAME = "pulsar"
+REQUEST_FILE = DEFAULT_NAME + ".request"
+INFO_FILE = DEFAULT_NAME + ".json"
+ERROR_FILE = DEFAULT_NAME + ".error"
 #: how long a test waits for the shared broker (its start is bounded by PulsarBroker's own timeout)
 ATTACH_TIMEOUT = 180.0
 
@@ -35,33 +40,36 @@ ATTACH_TIMEOUT = 180.0
 class BrokerService:
     """In the run's controller: starts the shared broker on the first request, stops it at the end."""
 
-    def __init__(self, run_dir: str):
+    def __init__(self, run_dir: str, name: str = DEFAULT_NAME,
+                 make_broker: Callable[[], PulsarBroker] = lambda: PulsarBroker(started_by_lasting_thread=True)):
         self.run_dir = run_dir
+        self.name = name
+        self.make_broker = make_broker  # (a broker started by this service's thread: started_by_lasting_thread)
         self.broker: Optional[PulsarBroker] = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="shared-pulsar-broker", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="shared-%s-broker" % name, daemon=True)
 
     def start(self) -> "BrokerService":
         self._thread.start()
         return self
 
     def _serve(self) -> None:
-        request = os.path.join(self.run_dir, REQUEST_FILE)
+        request = os.path.join(self.run_dir, self.name + ".request")
         while not self._stop.wait(0.05):
             if os.path.exists(request):
                 break
         else:
             return
-        broker = PulsarBroker(started_by_lasting_thread=True)
+        broker = self.make_broker()
         self.broker = broker
         try:
             broker.start()
         except BaseException as exc:  # the tests waiting for it report why
-            _write_atomically(os.path.join(self.run_dir, ERROR_FILE), "%s: %s" % (type(exc).__name__, exc))
+            _write_atomically(os.path.join(self.run_dir, self.name + ".error"), "%s: %s" % (type(exc).__name__, exc))
             return
         info = {"port": broker.port, "web_port": broker.web_port, "bookie_port": broker.bookie_port,
                 "log_path": broker.log_path, "pid": broker.pid, "start_seconds": broker.start_seconds}
-        _write_atomically(os.path.join(self.run_dir, INFO_FILE), json.dumps(info))
+        _write_atomically(os.path.join(self.run_dir, self.name + ".json"), json.dumps(info))
         self._stop.wait()
         broker.kill()  # (its data goes with it: no need for a graceful stop's 5 s)
 
@@ -120,23 +128,25 @@ class SharedPulsarBroker(PulsarBroker):
     start = stop = kill = _not_ours  # type: ignore[assignment]
 
 
-def attach(run_dir: str, timeout: float = ATTACH_TIMEOUT) -> SharedPulsarBroker:
-    """Ask the run's controller for the shared broker (started now if nobody asked before) and wait for it."""
+def attach(run_dir: str, timeout: float = ATTACH_TIMEOUT, name: str = DEFAULT_NAME,
+           handle: Callable[[dict[str, Any]], SharedPulsarBroker] = SharedPulsarBroker) -> SharedPulsarBroker:
+    """Ask the run's controller for the shared broker (started now if nobody asked before) and wait for it;
+    ``name`` picks another broker its controller serves, ``handle`` the class of the handle returned."""
     refuse_in_unit_run("the shared Pulsar broker")
-    info_path = os.path.join(run_dir, INFO_FILE)
-    error_path = os.path.join(run_dir, ERROR_FILE)
+    info_path = os.path.join(run_dir, name + ".json")
+    error_path = os.path.join(run_dir, name + ".error")
     if not os.path.exists(info_path):
-        with open(os.path.join(run_dir, REQUEST_FILE), "a"):
+        with open(os.path.join(run_dir, name + ".request"), "a"):
             pass
     deadline = time.monotonic() + timeout
     while True:
         if os.path.exists(info_path):
             with open(info_path) as f:
-                return SharedPulsarBroker(json.load(f))
+                return handle(json.load(f))
         if os.path.exists(error_path):
             with open(error_path) as f:
-                raise RuntimeError("the run's shared Pulsar broker did not start: " + f.read())
+                raise RuntimeError("the run's shared Pulsar broker (%s) did not start: %s" % (name, f.read()))
         if time.monotonic() >= deadline:
-            raise RuntimeError("the run's shared Pulsar broker was not ready within %.0f s (is the controller "
-                               "serving it? %s)" % (timeout, run_dir))
+            raise RuntimeError("the run's shared Pulsar broker (%s) was not ready within %.0f s (is the controller "
+                               "serving it? %s)" % (name, timeout, run_dir))
         time.sleep(0.05)
