@@ -3,7 +3,8 @@ makes on the driver: a topic's partition count, a namespace's topics (for
 ``topicsPattern``), a partition's ledgers (``internalStats``: where its
 entries are, what retention has trimmed), the message id at a publish time,
 a durable subscription's creation and cursor moves, and a topic's registered
-schema. Plain ``http.client``
+schema; for the exactly-once sink, whether a transaction that ended was
+aborted on a partition it wrote to. Plain ``http.client``
 requests (one connection per call), with the client's authentication as an
 ``Authorization`` header and its TLS settings for ``https://``.
 """
@@ -156,3 +157,12 @@ class Admin:
         path = "/admin/v2/%s/subscription/%s/resetcursor" % (
             topic_path(partition), urllib.parse.quote(subscription, safe=""))
         self.request("POST", path, {"ledgerId": last_read.ledger, "entryId": last_read.entry, "excluded": True})
+
+    def transaction_aborted(self, partition: str, most_bits: int, least_bits: int) -> bool:
+        """Whether the transaction (most_bits, least_bits), which wrote to partition (a persistent
+        topic's partition, or an unpartitioned topic), was aborted there: the transaction buffer's
+        ``aborted`` (``GET /admin/v3/transactions/transactionInBufferStats/<tenant>/<namespace>/
+        <topic>/<most>/<least>``). False for one committed, or still open, or one that never wrote there."""
+        answer = self.request("GET", "/admin/v3/transactions/transactionInBufferStats/%s/%d/%d" % (
+            topic_path(partition).split("/", 1)[1], most_bits, least_bits))
+        return bool((answer or {}).get("aborted", False))

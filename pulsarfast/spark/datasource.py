@@ -50,4 +50,4 @@ class PulsarDataSource(DataSource):
         return PulsarWriter(SinkConfig.from_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
-        return PulsarStreamWriter(SinkConfig.from_options(self.options, schema))
+        return PulsarStreamWriter(SinkConfig.from_options(self.options, schema, streaming=True))

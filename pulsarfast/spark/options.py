@@ -156,6 +156,50 @@ class ClientOptions:
         )
 
 
+# -- the sink's delivery guarantee ---------------------------------------------------------------
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+DELIVERY_GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+#: the exactly-once log's local name, in the output topic's namespace unless exactlyOnceLogTopic says
+EO_LOG_NAME = "__pulsarfast_spark_eo_log"
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    """The sink's ``deliveryGuarantee`` (``at-least-once``, the default, or ``exactly-once``: each
+    task's rows in a transaction its driver commits), the transactions' timeout
+    (``transactionTimeoutMs``) and the topic of the exactly-once log (``exactlyOnceLogTopic``)."""
+
+    exactly_once: bool = False
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    log_topic: str | None = None
+
+    @classmethod
+    def from_options(cls, opts: Options, topic: str | None) -> "DeliverySettings":
+        """From the options; topic is the sink's ``topic`` option (full name) or None."""
+        given = opts.get_str("deliveryGuarantee")
+        guarantee = (given or AT_LEAST_ONCE).lower().replace("_", "-")
+        if guarantee not in DELIVERY_GUARANTEES:
+            raise PulsarOptionError("option 'deliveryGuarantee' must be 'at-least-once' (the default) or "
+                                    "'exactly-once' (each task's messages in a Pulsar transaction that the "
+                                    "driver commits), not %r" % given)
+        timeout = opts.duration_ms("transactionTimeoutMs", DEFAULT_TRANSACTION_TIMEOUT_MS)
+        if timeout <= 0:
+            raise PulsarOptionError("option 'transactionTimeoutMs' must be above 0, not %r"
+                                    % opts.get_str("transactionTimeoutMs"))
+        log_topic = opts.get_str("exactlyOnceLogTopic")
+        try:
+            if log_topic is not None:
+                log_topic = full_topic_name(log_topic)
+            elif topic is not None:
+                log_topic = "persistent://%s/%s" % (topic.partition("://")[2].rsplit("/", 1)[0], EO_LOG_NAME)
+        except PulsarException as exc:
+            raise PulsarOptionError("option 'exactlyOnceLogTopic': %s" % exc) from None
+        return cls(guarantee == EXACTLY_ONCE, timeout, log_topic)
+
+
 # -- where to start and end --------------------------------------------------------------------
 
 EARLIEST = "earliest"
