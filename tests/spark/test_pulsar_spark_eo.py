@@ -22,6 +22,7 @@ import uuid
 import pytest
 
 from tests.support.servers import REPO_ROOT, wait_until
+from tests.support.spark_cluster import SparkConnectServer, SparkMaster, SparkWorker, spark_connect_missing
 from tests.support.spark_processes import require_spark
 from tests.support.subprocess_programs import Program
 
@@ -257,3 +258,48 @@ def test_streaming_driver_killed_during_writes_before_and_after_the_commit_puts_
             ", ".join(timings), len(values), len(set(values))))
     assert len(values) == N_STREAM, "duplicates or losses"
     assert set(values) == {b"s-%d" % i for i in range(N_STREAM)}
+
+
+# ----------------------------------------------------------------------------- elsewhere than local[N]
+
+
+def _batch_spec(broker, topic: str, **more) -> str:
+    return json.dumps({"mode": "batch", "service_url": broker.service_url, "admin_url": broker.web_url,
+                       "output": topic, "rows": 2000, "partitions": 4, **more})
+
+
+@pytest.mark.slow
+def test_exactly_once_batch_write_on_a_standalone_cluster_of_two_workers(txn_broker):
+    topic = _name("eo_cluster")
+    txn_broker.create_partitioned_topic(topic, 2)
+    with SparkMaster() as master:
+        master.start()
+        workers = [SparkWorker(master) for _ in range(2)]
+        try:
+            for worker in workers:
+                worker.start()
+            program = Program([DRIVER, _batch_spec(txn_broker, topic, master=master.url, conf={
+                "spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2"})])
+            assert program.wait_exit(240) == 0, program.report()
+        finally:
+            for worker in workers:
+                worker.close()
+    done = json.loads(program.stdout[-1].split(" ", 1)[1])
+    assert done["executors"] == 2  # (one on each worker: 1 core each)
+    assert sorted(visible(txn_broker, topic)) == sorted(b"v-%d" % i for i in range(2000))
+
+
+@pytest.mark.slow
+def test_exactly_once_batch_write_through_spark_connect(txn_broker):
+    missing = spark_connect_missing()
+    if missing:
+        if os.environ.get("NSQ_REQUIRE_SPARK", "").strip() not in ("", "0"):
+            pytest.fail("Spark tests required (NSQ_REQUIRE_SPARK=1) but %s" % missing, pytrace=False)
+        pytest.skip(missing)
+    topic = _name("eo_connect")
+    txn_broker.create_partitioned_topic(topic, 2)
+    with SparkConnectServer() as server:
+        server.start()
+        program = Program([DRIVER, _batch_spec(txn_broker, topic, remote=server.url)])
+        assert program.wait_exit(240) == 0, program.report() + "\nserver log:\n" + server.log_tail()
+    assert sorted(visible(txn_broker, topic)) == sorted(b"v-%d" % i for i in range(2000))

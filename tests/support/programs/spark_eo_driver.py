@@ -30,11 +30,18 @@ def session(spec):
                .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData")
                .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
                .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable))
+    if not builder_is_local(spec):
+        builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
     for key, value in spec.get("conf", {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def builder_is_local(spec):
+    return spec.get("master", "local[2]").startswith("local")
 
 
 def main():
@@ -68,6 +75,8 @@ def main():
          .selectExpr("cast(concat('v-', cast(id as string)) as binary) as value", "cast(id as string) as key")
          .write.format("pulsar").mode("append").options(**sink).save())
         done = {"rows": spec["rows"]}
+        if not spec.get("remote"):  # (the executors that ran the job: the driver is one of the blocks' holders)
+            done["executors"] = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
     print("DONE " + json.dumps(done), flush=True)
     spark.stop()
 
