@@ -31,7 +31,9 @@ from msgengine.runtime import Backend, from_any_thread, monotonic
 from pulsarfast.base.results import (
     InvalidTxnStatusError,
     PulsarException,
+    Result,
     TransactionNotFound,
+    result_of,
 )
 from pulsarfast.transactions.coordinator import Coordinators
 from pulsarfast.wire import proto
@@ -112,6 +114,7 @@ class Transaction:
         self._producers: list[Flushable] = []
         self._ops = 0  # sends and acknowledgements made in it without the broker's answer yet
         self._idle_waiters: list[Any] = []
+        self._drained_waiters: list[Any] = []  # (waiting for the sends queued behind registrations)
         self._failed: BaseException | None = None  # the first operation of it that failed
 
     def __repr__(self) -> str:
@@ -197,7 +200,10 @@ class Transaction:
                 queue = self._queued.get(topic)
                 if not queue:
                     self._queued.pop(topic, None)
-                    return
+                    drained = self._drained_waiters if not self._queued else []
+                    if drained:
+                        self._drained_waiters = []
+                    break
                 actions = list(queue)
                 queue.clear()
             for action in actions:
@@ -205,6 +211,8 @@ class Transaction:
                     action(error)
                 except Exception:
                     logger.exception("a send waiting for transaction %s's partition %s raised", self._id, topic)
+        for waiter in drained:
+            waiter.set()
 
     def register_subscription(self, topic: str, subscription: str) -> None:
         """Register a subscription acknowledged in the transaction, once (blocks for the coordinator)."""
@@ -240,6 +248,13 @@ class Transaction:
 
     def _settle_ops(self) -> None:
         """Send the open batches holding its messages and wait for every operation's answer."""
+        with self._lock:
+            drained = None
+            if self._queued:  # (sends queued behind a registration first: they join the open batches)
+                drained = self.backend.event()
+                self._drained_waiters.append(drained)
+        if drained is not None:
+            drained.wait()
         for producer in list(self._producers):
             producer.send_open_batch()
         with self._lock:
@@ -313,6 +328,43 @@ class Transaction:
             self._state = TransactionState.ERROR
             raise
         self._state = TransactionState.ABORTED
+
+    def commit_async(self, callback: Callable[[Result], None] | None = None) -> None:
+        """Commit in a task of the client: ``callback(result)`` (``Result.Ok``, or the error's
+        code) once it ended. The caller goes on at once (a next transaction while this one's
+        END_TXN is under way: the coordinator's and the partitions' log writes overlap)."""
+        self._end_async(self.commit, callback, True)
+
+    def abort_async(self, callback: Callable[[Result], None] | None = None) -> None:
+        """Abort in a task of the client: ``callback(result)`` once it ended."""
+        self._end_async(self.abort, callback, False)
+
+    def _end_async(self, end: Callable[[], None], callback: Callable[[Result], None] | None, committing: bool) -> None:
+        with self._lock:
+            state = self.state
+        if state is not TransactionState.OPEN and committing:
+            error: PulsarException = InvalidTxnStatusError("transaction %s cannot be committed: it is %s"
+                                                           % (self._id, state.name))
+            if callback is None:
+                raise error
+            callback(error.result)
+            return
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                end()
+            except PulsarException as exc:
+                error = exc
+                if callback is None:
+                    logger.warning("transaction %s: %s", self._id, exc)
+            if callback is not None:
+                try:
+                    callback(result_of(error))
+                except Exception:
+                    logger.exception("a transaction's end callback raised")
+
+        self.backend.spawn(run)
 
     def __enter__(self) -> "Transaction":
         return self

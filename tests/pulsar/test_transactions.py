@@ -282,3 +282,21 @@ def test_asyncio_transactions_commit_abort_and_async_with(txn_broker):
             await client.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_commit_async_and_abort_async_report_their_outcome_to_a_callback(txn_client, backend):
+    topic = _name("txn-end-async")
+    consumer = txn_client.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+    producer = txn_client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=60000)
+    outcomes = []
+    kept, dropped = txn_client.new_transaction(), txn_client.new_transaction()
+    producer.send_async(b"kept", None, transaction=kept)
+    producer.send_async(b"dropped", None, transaction=dropped)
+    dropped.abort_async(lambda result: outcomes.append(("abort", result)))
+    kept.commit_async(lambda result: outcomes.append(("commit", result)))
+    wait_for(lambda: len(outcomes) == 2, backend, timeout=15)
+    assert sorted(outcomes) == [("abort", pulsarfast.Result.Ok), ("commit", pulsarfast.Result.Ok)]
+    assert consumer.receive(RECEIVE_MS).data() == b"kept"
+    refused = []
+    kept.commit_async(refused.append)  # (ended: refused at once)
+    assert refused == [pulsarfast.Result.InvalidTxnStatusError]
