@@ -300,3 +300,18 @@ def test_commit_async_and_abort_async_report_their_outcome_to_a_callback(txn_cli
     refused = []
     kept.commit_async(refused.append)  # (ended: refused at once)
     assert refused == [pulsarfast.Result.InvalidTxnStatusError]
+
+
+def test_a_transaction_survives_its_coordinators_broker_restarting(make_client, private_txn_broker):
+    client = make_client(private_txn_broker, operation_timeout_seconds=60)
+    topic = _name("txn-restart")
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+    txn = client.new_transaction(timeout_ms=300000)
+    producer.send(b"before", transaction=txn)
+    private_txn_broker.kill(keep_data=True)  # (SIGKILL: the coordinator recovers the transaction from its log)
+    private_txn_broker.start()
+    producer.send(b"after", transaction=txn)  # (the producer and the coordinator connected again)
+    client.create_producer(topic + "-2").send(b"elsewhere", transaction=txn)
+    txn.commit()
+    assert _receive_all(consumer, 2) == [b"before", b"after"]
