@@ -22,8 +22,9 @@ from typing import Any
 
 from pulsarfast.base.results import PulsarException
 from pulsarfast.client import Client
-from pulsarfast.base.enums import InitialPosition
+from pulsarfast.spark.admin import Admin
 from pulsarfast.spark.options import ClientOptions
+from pulsarfast.spark.positions import BEFORE_FIRST
 from pulsarfast.spark.reading import client_for
 from pulsarfast.wire.message import MessageId
 
@@ -94,13 +95,14 @@ class LogRecord:
 class ExactlyOnceLog:
     """The log topic of one cluster, as this process reads and appends to it."""
 
-    def __init__(self, client: Client, topic: str) -> None:
+    def __init__(self, client: Client, topic: str, admin: Admin) -> None:
         self.topic = topic
         self._lock = threading.Lock()
         self._last: dict[str, LogRecord] = {}
         self._producer = client.create_producer(topic, batching_enabled=False)
         try:
-            client.subscribe(topic, SUBSCRIPTION, initial_position=InitialPosition.Earliest).close()
+            # (made by the admin API: a consumer subscribed and closed at once would be handed records for nothing)
+            admin.create_subscription(topic, SUBSCRIPTION, BEFORE_FIRST)
             self._reader = client.create_reader(topic, MessageId.earliest)
         except BaseException:
             self._producer.close()
@@ -140,7 +142,8 @@ def log_for(options: ClientOptions, topic: str) -> ExactlyOnceLog:
     with _logs_lock:
         log = _logs.get((options, topic))
         if log is None:
-            log = _logs[(options, topic)] = ExactlyOnceLog(client_for(options), topic)
+            admin = Admin(options.admin_settings(), options.authentication())
+            log = _logs[(options, topic)] = ExactlyOnceLog(client_for(options), topic, admin)
         return log
 
 

@@ -185,23 +185,6 @@ class _Outcomes:
         self._all_in.wait(timeout)
 
 
-class _Partitions:
-    """The partitions of one topic that a task's transaction wrote to (from the acknowledged ids)."""
-
-    def __init__(self, topic: str, outcomes: _Outcomes) -> None:
-        self.topic = topic
-        self.indexes: set[int] = set()
-        self._outcomes = outcomes
-
-    def callback(self, result: Any, message_id: Any) -> None:
-        if result == 0 and message_id is not None:
-            self.indexes.add(message_id.partition())
-        self._outcomes.callback(result, message_id)
-
-    def names(self) -> list[str]:
-        return sorted(self.topic if i < 0 else "%s-partition-%d" % (self.topic, i) for i in self.indexes)
-
-
 def _task_ids() -> tuple[int, int, str | None, int | None]:
     """(the task's partition, the micro-batch id or 0, the streaming query's id and micro-batch
     id, or None) of the running Spark task."""
@@ -226,7 +209,6 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
     exactly_once = config.exactly_once
     txn: Transaction | None = None
     deadline_ms = 0
-    written: dict[str, _Partitions] = {}
     send_kwargs: dict[str, Any] = {}
     counts: dict[str, int] = {}
     sent = 0
@@ -247,14 +229,6 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
                 drop_client(config.client)
                 raise
         return producer
-
-    def callback_of(topic: str) -> Any:
-        if not exactly_once:
-            return callback
-        tracked = written.get(topic)
-        if tracked is None:
-            tracked = written[topic] = _Partitions(topic, outcomes)
-        return tracked.callback
 
     try:
         for batch in iterator:
@@ -279,13 +253,12 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
                 deadline_ms = int(time.time() * 1000) + config.delivery.transaction_timeout_ms
                 txn = client.new_transaction(timeout_ms=config.delivery.transaction_timeout_ms)
                 send_kwargs["transaction"] = txn
-            default_callback = callback_of(default_topic) if default is not None else callback
             for i in range(n):
                 body = values[i]
                 if body is None:
                     raise PulsarSinkError("the pulsar sink's 'value' column is null in a row")
                 if default is not None:
-                    producer, row_topic, row_callback = default, default_topic, default_callback
+                    producer, row_topic = default, default_topic
                 else:
                     named_topic = topics[i] if topics is not None else None
                     topic = config.topic
@@ -295,7 +268,6 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
                     if topic is None:
                         raise PulsarSinkError("a row has no topic (null 'topic' column and no 'topic' option)")
                     producer, row_topic = producer_of(topic), topic
-                    row_callback = callback_of(topic)
                 kwargs: dict[str, Any] = dict(send_kwargs) if send_kwargs else {}
                 if keys is not None and keys[i] is not None:
                     kwargs["partition_key"] = keys[i]
@@ -307,7 +279,7 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
                     kwargs["sequence_id"] = sequences[i]
                 elif named:
                     kwargs["sequence_id"] = sequence + sent + 1  # (from 1: 0 means "assign one", as officially)
-                producer.send_async(body, row_callback, **kwargs)
+                producer.send_async(body, callback, **kwargs)
                 sent += 1
                 counts[row_topic] = counts.get(row_topic, 0) + 1
         for producer in producers.values():
@@ -332,7 +304,9 @@ def produce_batches(config: SinkConfig, iterator: Iterator[pa.RecordBatch]) -> P
     task_txn = None
     if txn is not None:
         most, least = txn.id
-        task_txn = TaskTxn(most, least, tuple(p for t in written.values() for p in t.names()), sent, deadline_ms)
+        # (the partitions registered in it: each one got messages, all acknowledged)
+        partitions = tuple(p for topic in counts for p in client.get_topic_partitions(topic) if txn.partition_ready(p))
+        task_txn = TaskTxn(most, least, partitions, sent, deadline_ms)
     return PulsarCommitMessage(messages=sent, topics=counts, txn=task_txn, query_id=query_id, batch_id=stream_batch)
 
 

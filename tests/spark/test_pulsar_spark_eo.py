@@ -26,7 +26,12 @@ from tests.support.spark_cluster import SparkConnectServer, SparkMaster, SparkWo
 from tests.support.spark_processes import require_spark
 from tests.support.subprocess_programs import Program
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.integration, pytest.mark.xdist_group("spark")]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.integration, pytest.mark.slow]
+#: the tests on the run's SparkSession (one xdist worker runs them all: tests/spark/conftest.py)
+in_session = pytest.mark.xdist_group("spark")
+#: the tests whose Spark runs in processes of their own (driver programs, a cluster, a Connect
+#: server): one worker runs them one after the other, beside the session's tests
+in_programs = pytest.mark.xdist_group("spark-programs")
 
 require_spark()
 
@@ -89,6 +94,7 @@ def received(broker, topic: str) -> int:
 # ----------------------------------------------------------------------------- options
 
 
+@in_session
 def test_delivery_guarantee_option_defaults_to_at_least_once_and_refuses_other_values(spark, txn_broker):
     default = DeliverySettings.from_options(Options({}), _full("out"))
     assert not default.exactly_once and default.transaction_timeout_ms == 60_000
@@ -108,6 +114,7 @@ def test_delivery_guarantee_option_defaults_to_at_least_once_and_refuses_other_v
 # ----------------------------------------------------------------------------- batch jobs
 
 
+@in_session
 def test_exactly_once_batch_write_puts_the_input_in_the_output_once(spark, txn_broker):
     topic = _name("eo_batch")
     txn_broker.create_partitioned_topic(topic, 2)
@@ -118,6 +125,7 @@ def test_exactly_once_batch_write_puts_the_input_in_the_output_once(spark, txn_b
     assert sorted(values) == sorted(b"b-%d" % i for i in range(3000))
 
 
+@in_session
 def test_exactly_once_batch_write_with_a_task_failing_midway_leaves_nothing_visible(spark, txn_broker):
     topic = _name("eo_fail")
     txn_broker.create_partitioned_topic(topic, 2)
@@ -157,7 +165,7 @@ def test_a_micro_batch_run_again_after_a_crash_mid_commit_is_rolled_forward_once
     admin = Admin(AdminSettings(txn_broker.web_url))
     tasks = [[b"r-%d" % i for i in range(t * 50, t * 50 + 50)] for t in range(3)]
     try:
-        log = ExactlyOnceLog(client, log_topic)
+        log = ExactlyOnceLog(client, log_topic, admin)
         # batch 6's first attempt: its driver recorded "committing", ended one of three transactions, died
         first = _Attempt(client, topic, tasks)
         log.append(LogRecord(query, 6, COMMITTING, tuple(first.txns), 0))
@@ -190,7 +198,7 @@ def test_a_micro_batch_whose_first_attempt_timed_out_is_committed_and_a_half_com
     client = pulsarfast.Client(txn_broker.service_url, backend="threads", operation_timeout_seconds=30)
     admin = Admin(AdminSettings(txn_broker.web_url))
     try:
-        log = ExactlyOnceLog(client, log_topic)
+        log = ExactlyOnceLog(client, log_topic, admin)
         # query A's batch 2: "committing" recorded, then every transaction aborted (as by their timeout)
         query = str(uuid.uuid4())
         first = _Attempt(client, topic, [[b"a-1", b"a-2"], [b"a-3"]])
@@ -225,6 +233,7 @@ def test_a_micro_batch_whose_first_attempt_timed_out_is_committed_and_a_half_com
 N_STREAM = 1200
 
 
+@in_programs
 def test_streaming_driver_killed_during_writes_before_and_after_the_commit_puts_each_message_once(
         txn_broker, tmp_path, capsys):
     source, target = _name("eo_in"), _name("eo_out")
@@ -268,7 +277,7 @@ def _batch_spec(broker, topic: str, **more) -> str:
                        "output": topic, "rows": 2000, "partitions": 4, **more})
 
 
-@pytest.mark.slow
+@in_programs
 def test_exactly_once_batch_write_on_a_standalone_cluster_of_two_workers(txn_broker):
     topic = _name("eo_cluster")
     txn_broker.create_partitioned_topic(topic, 2)
@@ -289,7 +298,7 @@ def test_exactly_once_batch_write_on_a_standalone_cluster_of_two_workers(txn_bro
     assert sorted(visible(txn_broker, topic)) == sorted(b"v-%d" % i for i in range(2000))
 
 
-@pytest.mark.slow
+@in_programs
 def test_exactly_once_batch_write_through_spark_connect(txn_broker):
     missing = spark_connect_missing()
     if missing:
