@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextvars
 import errno
 import functools
 import logging
@@ -95,6 +96,9 @@ async def _drive(backend: "AsyncioBackend", fn: Callable[..., Any], args: tuple,
                  owner: "_AioTask | None" = None) -> Any:
     """Run fn(*args, **kwargs) in a task greenlet, awaiting on the loop whatever it hands over."""
     glet = _TaskGreenlet(functools.partial(fn, *args, **kwargs), parent=greenlet.getcurrent())
+    # the caller's context variables, as asyncio.to_thread passes them on (a greenlet starts in an
+    # empty context): the current OpenTelemetry span, a request id, ... are seen by the blocking call
+    glet.gr_context = contextvars.copy_context()
     glet.backend = backend
     glet.owner = owner
     glet.thread = thread = threading.current_thread()

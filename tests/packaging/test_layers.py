@@ -169,6 +169,7 @@ PULSARFAST_LAYERS = (
     ("spark", "cli", "metrics"),
     ("_pulsar", "asyncio", "exceptions"),
     ("__init__",),
+    ("otel",),
 )
 
 
