@@ -1,13 +1,12 @@
 """Discovery through nsqlookupd: build the /lookup URL from an address given
 with or without http://, query one lookupd, and parse its producers into
 (broadcast_address, tcp_port) pairs. The Reader polls all of them each round.
+``requests`` loads at the first query, not with the module (import time, issue 49).
 """
 from __future__ import annotations
 
 import logging
 from urllib.parse import urlencode, urlsplit, urlunsplit, parse_qsl
-
-import requests
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +38,8 @@ def parse_producers(payload: dict) -> list[tuple[str, int]]:
 
 def query(address: str, topic: str, connect_timeout: float, request_timeout: float) -> list[tuple[str, int]]:
     """The producers one nsqlookupd lists for a topic; [] when it does not know the topic."""
+    import requests  # (here, not at the top: it loads urllib3, http.client, email, ...)
+
     response = requests.get(
         lookup_url(address, topic), headers={"Accept": ACCEPT}, timeout=(connect_timeout, request_timeout)
     )

@@ -14,17 +14,19 @@ As in pynsq, a stop leaves the Readers and Writers open: a later
 handlers wait for it to run again). A signal, or a KeyboardInterrupt or
 SystemExit raised by a handler (which closes its Reader), closes the
 clients still open gracefully, and that interrupt is raised again here.
+
+``nsq`` imports this module with the package (``nsq.run`` is this function, not the module), so it
+loads the machinery it drives when it runs, not at ``import nsq`` (import time, issue 49).
 """
 from __future__ import annotations
 
 import logging
 import signal
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from msgengine.runtime import get_backend
-
-from nsq import client, loops
+if TYPE_CHECKING:
+    from nsq import loops
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,10 @@ logger = logging.getLogger(__name__)
 def run(poll_interval: float = 0.1) -> None:
     """Run every Reader and Writer until a signal (which closes them), a
     stopped loop (which leaves them open), or until all close."""
+    from msgengine.runtime import get_backend
+
+    from nsq import client, loops
+
     clients = client.live_clients()
     backend = get_backend(clients[0].backend if clients else "auto")
     bridge = loops.program_loop(None, backend)
@@ -77,6 +83,8 @@ def _restore(restore: dict[int, Any]) -> None:
 
 
 def _close_all() -> None:
+    from nsq import client
+
     for live in client.live_clients():
         try:
             live.close()
@@ -85,6 +93,8 @@ def _close_all() -> None:
 
 
 def _run_loop(bridge: loops.LoopBridge) -> None:
+    from nsq import client
+
     interrupted: list[str] = []  # what stopped the loop, when it is to close the clients
 
     def on_signal(signum: int, frame: Any = None) -> None:
@@ -110,6 +120,8 @@ def _run_loop(bridge: loops.LoopBridge) -> None:
 
 
 def _wait(backend: Any, poll_interval: float) -> None:
+    from nsq import client, loops
+
     # The signal handler only records the signal: it runs between two bytecodes
     # of this thread, which may hold an Event's lock at that moment.
     stop: list[str] = []

@@ -16,7 +16,8 @@ access token. ``pulsarfast.endpoints.auth`` wraps it as an Authentication.
   ``token(fresh=True)`` asks for a new one whatever the cache holds (an
   AUTH_CHALLENGE: the broker found the one it holds expired).
 
-Standard library only (urllib). The calls block: the connection runs them
+Standard library only (urllib; ``urllib.request`` and the ``http.client`` under it load at the
+first exchange, not with the module: import time, issue 49). The calls block: the connection runs them
 through its backend's ``run_blocking`` (an OS thread under gevent, so the
 hub never waits on this socket). Every failure is an AuthenticationError,
 as in the official client; the client secret and the tokens appear in no
@@ -28,14 +29,15 @@ import base64
 import dataclasses
 import json
 import logging
-import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgengine.runtime import monotonic, os_lock
 
 from pulsarfast.base.results import AuthenticationError
+
+if TYPE_CHECKING:
+    import urllib.request
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +130,16 @@ def read_credentials(private_key: str) -> tuple[str, str]:
     return data["client_id"], data["client_secret"]
 
 
+def _request(url: str, **options: Any) -> urllib.request.Request:
+    import urllib.request  # (here, not at the top: it loads http.client and email)
+
+    return urllib.request.Request(url, **options)
+
+
 def _fetch_json(request: urllib.request.Request, timeout: float, what: str) -> dict:
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             body = answer.read()
@@ -156,7 +167,7 @@ def discover_token_endpoint(issuer_url: str, timeout: float) -> str:
     """The issuer's token_endpoint, from its OpenID configuration."""
     url = issuer_url.rstrip("/") + WELL_KNOWN_PATH
     what = "the OAuth2 issuer's configuration %s" % url
-    data = _fetch_json(urllib.request.Request(url, headers={"Accept": "application/json"}), timeout, what)
+    data = _fetch_json(_request(url, headers={"Accept": "application/json"}), timeout, what)
     endpoint = data.get("token_endpoint")
     if not isinstance(endpoint, str) or not endpoint:
         raise AuthenticationError("%s names no token_endpoint" % what)
@@ -177,7 +188,7 @@ def request_token(endpoint: str, params: OAuth2Params, client_id: str, client_se
             "audience": params.audience}
     if params.scope:
         form["scope"] = params.scope
-    request = urllib.request.Request(
+    request = _request(
         endpoint, data=urllib.parse.urlencode(form).encode("ascii"), method="POST",
         headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"})
     started = monotonic()

@@ -24,18 +24,18 @@ that is not the expected JSON is a LookupError.
 
 The requests use ``http.client`` on the socket module as it is (plain or
 gevent-patched), in ``backend.run_blocking`` (an OS thread under gevent, so
-the hub never waits on them), one connection per request.
+the hub never waits on them), one connection per request; ``http.client`` loads at the first
+request, not with the module (import time, issue 49).
 """
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import logging
 import socket
 import ssl
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgengine.backoff import reconnect_delay
 from msgengine.runtime import Backend, monotonic
@@ -44,6 +44,9 @@ from pulsarfast.base.results import ConnectError, PulsarException, Timeout
 from pulsarfast.base.results import LookupError as PulsarLookupError
 from pulsarfast.base.topics import address_of
 from pulsarfast.endpoints.auth import Authentication
+
+if TYPE_CHECKING:
+    import http.client
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +139,8 @@ class HttpLookup:
         return headers
 
     def _connection(self, host: tuple[str, int], secure: bool, timeout: float) -> http.client.HTTPConnection:
+        import http.client
+
         if secure:
             context = self.ssl_context if self.ssl_context is not None else ssl.create_default_context()
             return http.client.HTTPSConnection(host[0], host[1], timeout=timeout, context=context)
@@ -143,6 +148,8 @@ class HttpLookup:
 
     def _request(self, host: tuple[str, int], path: str, deadline: float) -> dict[str, Any]:
         """One GET (and its redirects); in run_blocking."""
+        import http.client
+
         secure = self.use_tls
         headers = self._headers()
         for _ in range(MAX_REDIRECTS):
