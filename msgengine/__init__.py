@@ -27,6 +27,7 @@ gives it the rest:
 - ``twins``: the choice between a compiled codec and its pure-Python twin
   (``_buffer.pxd``: the reassembly buffer both Cython codecs compile in).
 - ``cli``: what both command-line tools share.
+- ``lazy``: the names a package shows but loads when first used (both clients' ``__init__``).
 - ``metrics``: the Prometheus machinery both clients' collectors share
   (optional: it needs prometheus_client, and nothing imports it unasked).
 

@@ -36,9 +36,9 @@ entries listed after it (docs/architecture.md draws it; tests/packaging/test_lay
 """
 from __future__ import annotations
 
-from pulsarfast import tableview  # the official sub-module (pulsar.tableview)
-from pulsarfast import exceptions, functions  # the official sub-modules (pulsar.exceptions, pulsar.functions)
-from pulsarfast import schema  # the official sub-package (pulsar.schema: Record, JsonSchema, AvroSchema, ...)
+from typing import TYPE_CHECKING
+
+from msgengine.lazy import LazyNames
 from pulsarfast.base.enums import (
     BatchingType,
     CompressionType,
@@ -54,33 +54,68 @@ from pulsarfast.base.enums import (
 from pulsarfast.base.logger import ConsoleLogger, FileLogger, LoggerLevel
 from pulsarfast.base.results import *  # noqa: F401,F403 - the official module's exception names
 from pulsarfast.base.results import EXCEPTION_NAMES, ForkedError, ProtocolError, PulsarException, Result
-from pulsarfast.client import Client
-from pulsarfast.consuming.consumer import Consumer
-from pulsarfast.consuming.reader import Reader
-from pulsarfast.endpoints.auth import (
-    Authentication,
-    AuthenticationAthenz,
-    AuthenticationBasic,
-    AuthenticationOauth2,
-    AuthenticationTLS,
-    AuthenticationToken,
-)
-from pulsarfast.endpoints.failover import AutoClusterFailover
-from pulsarfast.endpoints.serviceinfo import ServiceInfo, ServiceInfoProvider
-from pulsarfast.extension.policies import BatchReceivePolicy, DeadLetterPolicyBuilder, KeySharedPolicy
-from pulsarfast.functions import Context, Function, IdentitySerDe, PickleSerDe, SerDe
-from pulsarfast.options.batchreceive import ConsumerBatchReceivePolicy
-from pulsarfast.options.deadletterpolicy import ConsumerDeadLetterPolicy
-from pulsarfast.options.keyshared import ConsumerKeySharedPolicy
-from pulsarfast.producing.producer import Producer
-from pulsarfast.schema import BytesSchema
-from pulsarfast.tableview import TableView
-from pulsarfast.transactions.transaction import Transaction, TransactionId, TransactionState
 from pulsarfast.version import __version__
-from pulsarfast.wire.cryptokeys import CryptoKeyReader, EncryptionContext, EncryptionKey
-from pulsarfast.wire.message import Message, MessageId
-from pulsarfast.wire.messagebatch import MessageBatch
 
+if TYPE_CHECKING:  # (at run time these load when first used: _HOMES below)
+    from pulsarfast import exceptions, functions, schema, tableview
+    from pulsarfast.client import Client
+    from pulsarfast.consuming.consumer import Consumer
+    from pulsarfast.consuming.reader import Reader
+    from pulsarfast.endpoints.auth import (
+        Authentication,
+        AuthenticationAthenz,
+        AuthenticationBasic,
+        AuthenticationOauth2,
+        AuthenticationTLS,
+        AuthenticationToken,
+    )
+    from pulsarfast.endpoints.failover import AutoClusterFailover
+    from pulsarfast.endpoints.serviceinfo import ServiceInfo, ServiceInfoProvider
+    from pulsarfast.extension.policies import BatchReceivePolicy, DeadLetterPolicyBuilder, KeySharedPolicy
+    from pulsarfast.functions import Context, Function, IdentitySerDe, PickleSerDe, SerDe
+    from pulsarfast.options.batchreceive import ConsumerBatchReceivePolicy
+    from pulsarfast.options.deadletterpolicy import ConsumerDeadLetterPolicy
+    from pulsarfast.options.keyshared import ConsumerKeySharedPolicy
+    from pulsarfast.producing.producer import Producer
+    from pulsarfast.schema import BytesSchema
+    from pulsarfast.tableview import TableView
+    from pulsarfast.transactions.transaction import Transaction, TransactionId, TransactionState
+    from pulsarfast.wire.cryptokeys import CryptoKeyReader, EncryptionContext, EncryptionKey
+    from pulsarfast.wire.message import Message, MessageId
+    from pulsarfast.wire.messagebatch import MessageBatch
+
+#: where each name loaded at its first use lives (import time: issue 49); the enums, exceptions,
+#: loggers and version above load with the package
+_HOMES = {
+    "pulsarfast.client": ("Client",),
+    "pulsarfast.producing.producer": ("Producer",),
+    "pulsarfast.consuming.consumer": ("Consumer",),
+    "pulsarfast.consuming.reader": ("Reader",),
+    "pulsarfast.wire.message": ("Message", "MessageId"),
+    "pulsarfast.wire.messagebatch": ("MessageBatch",),
+    "pulsarfast.wire.cryptokeys": ("CryptoKeyReader", "EncryptionContext", "EncryptionKey"),
+    "pulsarfast.endpoints.auth": ("Authentication", "AuthenticationToken", "AuthenticationTLS", "AuthenticationAthenz",
+                                  "AuthenticationOauth2", "AuthenticationBasic"),
+    "pulsarfast.endpoints.failover": ("AutoClusterFailover",),
+    "pulsarfast.endpoints.serviceinfo": ("ServiceInfo", "ServiceInfoProvider"),
+    "pulsarfast.extension.policies": ("BatchReceivePolicy", "DeadLetterPolicyBuilder", "KeySharedPolicy"),
+    "pulsarfast.options.batchreceive": ("ConsumerBatchReceivePolicy",),
+    "pulsarfast.options.deadletterpolicy": ("ConsumerDeadLetterPolicy",),
+    "pulsarfast.options.keyshared": ("ConsumerKeySharedPolicy",),
+    "pulsarfast.functions": ("Function", "Context", "SerDe", "PickleSerDe", "IdentitySerDe"),
+    "pulsarfast.schema": ("BytesSchema",),
+    "pulsarfast.tableview": ("TableView",),
+    "pulsarfast.transactions.transaction": ("Transaction", "TransactionId", "TransactionState"),
+}
+#: the sub-modules shown as attributes: the official pulsar.schema, .exceptions, .functions and
+#: .tableview, and the folders that importing the package used to load
+_SUBMODULES = ("schema", "exceptions", "functions", "tableview", "client", "version", "base", "wire", "endpoints",
+               "options", "network", "transactions", "producing", "consuming", "extension")
+_lazy = LazyNames(globals(), {name: home for home, names in _HOMES.items() for name in names}, _SUBMODULES)
+__dir__ = _lazy.dir
+
+if not TYPE_CHECKING:  # (so that mypy still reports a misspelt pulsarfast.<name>)
+    __getattr__ = _lazy.getattr
 
 __all__ = [
     "schema", "Client", "Producer", "Consumer", "Reader", "Message", "MessageId", "Result", "PulsarException", "ProtocolError",

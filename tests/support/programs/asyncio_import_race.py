@@ -30,6 +30,12 @@ import threading  # noqa: E402
 import time  # noqa: E402
 
 import nsq  # noqa: E402
+from msgengine.runtime import get_backend  # noqa: E402
+
+# What making the first Reader loads (nsq's modules, at their first use; under gevent, the hub and
+# the settings it imports): loaded here, before the race, which is about asyncio's import only.
+nsq.Reader
+get_backend(sys.argv[1])
 
 backend, nsqd, topic = sys.argv[1], sys.argv[2], sys.argv[3]
 assert "asyncio" not in sys.modules, "asyncio was imported before the race was set up"
