@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-# Puts the latest benchmark tables (benchmarks/results/latest.md, spark.json, pulsar_spark.json, pulsar_quick.json) and chart
+# Puts the latest benchmark tables (benchmarks/results/latest.md, spark.json, pulsar_spark.json, pulsar_quick.json,
+# import_time.json) and chart
 # into README.md, between the markers <!-- bench:start --> and <!-- bench:end -->.
 # Run by `make bench` after benchmarks/run.py. Without the markers the section
 # is appended at the end of README.md; without README.md nothing is written.
@@ -149,6 +150,20 @@ def pulsar_section(results_dir: str) -> str | None:
     return "#### Pulsar (pulsarfast beside the official client, `make bench-pulsar`)\n\n" + table
 
 
+def import_time_section(results_dir: str) -> str | None:
+    """Start-up time (`import nsq`, `import pulsarfast`) beside pynsq and the official client, written by
+    benchmarks/import_time.py, if any."""
+    path = os.path.join(results_dir, "import_time.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    return ("#### Start-up time (`import`, milliseconds, lower is better: `benchmarks/import_time.py`)\n\n"
+            "Each row is a fresh process timing one statement; nsq and pulsarfast load their machinery at "
+            "the first use of a name (the second half: the classes a program starts with).\n\n"
+            + data["markdown"])
+
+
 def section(results_dir: str, readme_dir: str) -> str:
     with open(os.path.join(results_dir, "latest.md")) as f:
         body = f.read().strip()
@@ -162,6 +177,9 @@ def section(results_dir: str, readme_dir: str) -> str:
     pulsar = pulsar_section(results_dir)
     if pulsar:
         parts.append(pulsar)
+    import_time = import_time_section(results_dir)
+    if import_time:
+        parts.append(import_time)
     png = os.path.join(results_dir, "latest.png")
     if os.path.exists(png):
         rel = os.path.relpath(png, readme_dir).replace(os.sep, "/")
