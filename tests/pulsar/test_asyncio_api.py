@@ -298,7 +298,10 @@ def _parameters(fn: Any) -> list[tuple[str, Any, Any]]:
     return out
 
 
-OUR_KEYWORDS = {("Client", "create_producer"): [("batching_eager", inspect.Parameter.KEYWORD_ONLY, False)]}
+_TRANSACTION = [("transaction", inspect.Parameter.KEYWORD_ONLY, None)]
+OUR_KEYWORDS = {("Client", "create_producer"): [("batching_eager", inspect.Parameter.KEYWORD_ONLY, False)],
+                ("Producer", "send"): _TRANSACTION, ("Consumer", "acknowledge"): _TRANSACTION,
+                ("Consumer", "acknowledge_cumulative"): _TRANSACTION}
 
 
 def test_signatures_are_the_official_ones():
