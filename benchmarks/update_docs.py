@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 # Puts the latest benchmark tables (benchmarks/results/latest.md, spark.json, pulsar_spark.json, pulsar_quick.json,
-# import_time.json) and chart
-# into README.md, between the markers <!-- bench:start --> and <!-- bench:end -->.
-# Run by `make bench` after benchmarks/run.py. Without the markers the section
-# is appended at the end of README.md; without README.md nothing is written.
+# import_time.json) and chart into the documentation site's benchmarks page, docs/benchmarks.md, between
+# the markers <!-- bench:start --> and <!-- bench:end -->; the chart is copied beside it (docs/images/),
+# since the site serves only what is in docs/. On that page the tables' headings start at level 2
+# and their links are the site's (relative to docs/). Run by `make bench` after benchmarks/run.py.
+# Without the markers the section is appended at the end of the page; without the page nothing is
+# written. The README's few headline figures are written by hand from these tables.
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
+#: where the chart goes, relative to the page's folder (docs/)
+CHART = "images/benchmark-chart.png"
 
 
 def _thousands(value) -> str:
@@ -77,7 +83,7 @@ def spark_section(results_dir: str) -> str | None:
                   "first micro-batch to the end of the batch holding the last message (%s msgs/s counting the "
                   "query's start-up too), in a JVM warmed by a first query of the same shape (the "
                   "warm-up row); the Reader's from its first message to its last. Details: "
-                  "`benchmarks/results/spark.json`, [docs/spark.md](docs/spark.md#performance)."
+                  "`benchmarks/results/spark.json`, [Spark](spark.md#performance)."
                   % (data["load_before"][0], data.get("load_after", [0])[0], data.get("cpus"),
                      n(source.get("messages_per_s_with_start_up", 0)))]
     return "\n".join(lines)
@@ -118,7 +124,7 @@ def pulsar_spark_section(results_dir: str) -> str | None:
            sink["ratio_to_producer"]),
         "",
         "Every figure is the median of its runs. Load average before / after the run: %.2f / %.2f on %s CPUs; the "
-        "broker, Spark and the references share them. Details: `benchmarks/results/pulsar_spark.json`, [docs/spark.md](docs/spark.md#pulsar-performance)."
+        "broker, Spark and the references share them. Details: `benchmarks/results/pulsar_spark.json`, [Spark](spark.md#pulsar-performance)."
         % (data["load_before"][0], data["load_after"][0], data["cpus"]),
     ])
 
@@ -132,11 +138,11 @@ def pulsar_section(results_dir: str) -> str | None:
         data = json.load(f)
     table = data["markdown"]
     cut = table.find("\n\nProfile of ")
-    if cut >= 0:  # (the profiles of missed targets stay in the JSON and docs/pulsar.md)
+    if cut >= 0:  # (the profiles of missed targets stay in the JSON; the page discusses them below the tables)
         table = table[:cut] + ("\n\nA missed target's profile: `benchmarks/results/pulsar_quick.json` "
                                "(`markdown`), and where a batched consume's time goes: "
                                "`benchmarks/results/pulsar_dispatch.json` (`benchmarks/pulsar_dispatch.py`); "
-                               "both discussed in [docs/pulsar.md](docs/pulsar.md#speed).")
+                               "both discussed in [Pulsar: where the time goes](#pulsar-where-the-time-goes).")
     features = os.path.join(results_dir, "pulsar_features.json")
     if os.path.exists(features):
         with open(features) as f:
@@ -164,7 +170,12 @@ def import_time_section(results_dir: str) -> str | None:
             + data["markdown"])
 
 
-def section(results_dir: str, readme_dir: str) -> str:
+def demote(text: str) -> str:
+    """The tables' headings two levels up (#### -> ##): on the page they sit right under its title."""
+    return re.sub(r"^##(##+) ", r"\1 ", text, flags=re.M)
+
+
+def section(results_dir: str, page_dir: str) -> str:
     with open(os.path.join(results_dir, "latest.md")) as f:
         body = f.read().strip()
     parts = [START, body]
@@ -182,10 +193,12 @@ def section(results_dir: str, readme_dir: str) -> str:
         parts.append(import_time)
     png = os.path.join(results_dir, "latest.png")
     if os.path.exists(png):
-        rel = os.path.relpath(png, readme_dir).replace(os.sep, "/")
-        parts.append("![benchmark chart](%s)" % rel)
+        target = os.path.join(page_dir, CHART)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(png, target)
+        parts.append("![benchmark chart](%s)" % CHART)
     parts.append(END)
-    return "\n\n".join(parts)
+    return demote("\n\n".join(parts))
 
 
 def replace(text: str, new: str) -> str:
@@ -194,30 +207,30 @@ def replace(text: str, new: str) -> str:
     if start >= 0 and end >= 0:
         return text[:start] + new + text[end + len(END):]
     if start >= 0 or text.find(END) >= 0:
-        raise SystemExit("README has only one of %s / %s: fix it by hand" % (START, END))
+        raise SystemExit("the page has only one of %s / %s: fix it by hand" % (START, END))
     return text.rstrip("\n") + "\n\n## Benchmarks\n\n" + new + "\n"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    p.add_argument("--page", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     p.add_argument("--results", default=os.path.join(HERE, "results"))
     args = p.parse_args()
     if not os.path.exists(os.path.join(args.results, "latest.md")):
-        print("update_readme: no %s/latest.md: run benchmarks/run.py first" % args.results, file=sys.stderr)
+        print("update_docs: no %s/latest.md: run benchmarks/run.py first" % args.results, file=sys.stderr)
         return 1
-    if not os.path.exists(args.readme):
-        print("update_readme: %s does not exist; nothing written" % args.readme, file=sys.stderr)
+    if not os.path.exists(args.page):
+        print("update_docs: %s does not exist; nothing written" % args.page, file=sys.stderr)
         return 0
-    with open(args.readme) as f:
+    with open(args.page) as f:
         text = f.read()
-    new_text = replace(text, section(args.results, os.path.dirname(os.path.abspath(args.readme))))
+    new_text = replace(text, section(args.results, os.path.dirname(os.path.abspath(args.page))))
     if new_text != text:
-        with open(args.readme, "w") as f:
+        with open(args.page, "w") as f:
             f.write(new_text)
-        print("update_readme: benchmark section of %s updated" % os.path.relpath(args.readme))
+        print("update_docs: benchmark section of %s updated" % os.path.relpath(args.page))
     else:
-        print("update_readme: %s already up to date" % os.path.relpath(args.readme))
+        print("update_docs: %s already up to date" % os.path.relpath(args.page))
     return 0
 
 
