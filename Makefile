@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 NSQD := .nsq-bin/nsqd
 PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
-.PHONY: install nsq pulsar wheel wheels test-pythons lint test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
+.PHONY: install nsq pulsar wheel wheels test-pythons lint docs test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
 $(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx nsq/_publish.pyx pulsarfast/wire/_codec.pyx msgengine/_buffer.pxd Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,21 @@ test-pythons: wheels nsq pulsar
 lint: install
 	$(PY) -m mypy
 
+# The documentation site (mkdocs.yml, docs/; requirements-docs.txt) into build/site, strict: a broken
+# link or anchor, a page missing from the nav, a reference that does not resolve or any other warning
+# fails. The API reference is generated from the docstrings (mkdocstrings); ci/check_docs_api.py then
+# checks that every public name of the documented modules is on a page. CI runs it after `make lint`.
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): $(STAMP) requirements-docs.txt
+	$(PY) -m pip install --quiet -r requirements-docs.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+	$(PY) ci/check_docs_api.py build/site/objects.inv
+
 # The suite runs on TEST_WORKERS pytest-xdist workers (most tests wait on a server, so more workers
-# than cores overlap well: see the README), each with its own nsqd/nsqlookupd; the run shares one
+# than cores overlap well: see docs/development.md), each with its own nsqd/nsqlookupd; the run shares one
 # Pulsar broker (tests/support/shared_broker.py), and the tests pinned to one worker (the Spark
 # session, the modules with brokers of their own) carry an xdist_group mark (--dist loadgroup).
 TEST_WORKERS ?= 6
@@ -79,7 +92,7 @@ demo: install nsq
 
 # Side by side against pynsq, gnsq, go-nsq and nsq's bench_reader/bench_writer on
 # real nsqd (peers go into .bench-venvs/): results in benchmarks/results/ and the
-# README's benchmark section, with nsq.spark's sink and source rates and pulsarfast beside
+# site's benchmarks page (docs/benchmarks.md, benchmarks/update_docs.py), with nsq.spark's sink and source rates and pulsarfast beside
 # the official Pulsar client (benchmarks/pulsar_quick.py, the same as `make bench-pulsar`).
 # `make bench BENCH_ARGS=--quick SPARK_BENCH_ARGS="--sink-rows 100000 --source-messages 30000"`
 # is a smoke run.
@@ -92,12 +105,12 @@ bench: install nsq pulsar
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
 	$(PY) benchmarks/bench_pulsar_spark.py $(PULSAR_SPARK_BENCH_ARGS) > benchmarks/results/pulsar_spark.json
 	$(MAKE) --no-print-directory bench-pulsar
-	$(PY) benchmarks/update_readme.py
+	$(PY) benchmarks/update_docs.py
 
 # pulsarfast beside the official pulsar-client (3.13) on one real Pulsar broker:
 # produce (send_async + flush), consume (receive + acknowledge), blocking send and
 # the gevent ticker, counts checked against the broker, the targets' ratios; results in
-# benchmarks/results/pulsar_quick.json (make bench runs it too and puts it in the README);
+# benchmarks/results/pulsar_quick.json (make bench runs it too and puts it in docs/benchmarks.md);
 # then where a batched consume's time goes (benchmarks/pulsar_dispatch.py: the broker's
 # round trip per entry, and each client's receive + acknowledge from a full queue); then a
 # JsonSchema topic and 1 MiB chunked messages (benchmarks/pulsar_features.py); then
