@@ -503,7 +503,7 @@ def main() -> None:
 
 
 def summary(result: dict) -> str:
-    """One line with the figures the README's Spark table shows."""
+    """One line with the figures the Spark table of docs/benchmarks.md shows."""
     source, reader, latency, sink = result["source"], result["reader"], result["latency"], result["sink"]
     cold = source.get("cold_query")
     fresh = source.get("cold_start")
