@@ -105,6 +105,8 @@ bench: install nsq pulsar
 	$(PY) benchmarks/bench_spark.py $(SPARK_BENCH_ARGS) > benchmarks/results/spark.json
 	$(PY) benchmarks/bench_pulsar_spark.py $(PULSAR_SPARK_BENCH_ARGS) > benchmarks/results/pulsar_spark.json
 	$(MAKE) --no-print-directory bench-pulsar
+	$(PY) benchmarks/import_time.py
+	$(PY) benchmarks/otel_cost.py $(OTEL_BENCH_ARGS)
 	$(PY) benchmarks/update_docs.py
 
 # pulsarfast beside the official pulsar-client (3.13) on one real Pulsar broker:
@@ -114,16 +116,22 @@ bench: install nsq pulsar
 # then where a batched consume's time goes (benchmarks/pulsar_dispatch.py: the broker's
 # round trip per entry, and each client's receive + acknowledge from a full queue); then a
 # JsonSchema topic and 1 MiB chunked messages (benchmarks/pulsar_features.py); then
-# pulsarfast.asyncio beside the official pulsar.asyncio (benchmarks/pulsar_asyncio.py).
+# pulsarfast.asyncio beside the official pulsar.asyncio (benchmarks/pulsar_asyncio.py); then
+# transactional produce beside plain batched produce, ours and the Java client's, on a broker with
+# its coordinator on (benchmarks/pulsar_transactions.py). `make bench` also measures import time
+# (benchmarks/import_time.py) and the OpenTelemetry instrumentation off and on (benchmarks/otel_cost.py).
 # `make bench-pulsar PULSAR_BENCH_ARGS=--quick PULSAR_FEATURES_ARGS=--quick` is a smoke run.
 PULSAR_BENCH_ARGS ?=
 PULSAR_FEATURES_ARGS ?=
 PULSAR_ASYNCIO_ARGS ?=
+PULSAR_TXN_ARGS ?=
+OTEL_BENCH_ARGS ?=
 bench-pulsar: install pulsar
 	$(PY) benchmarks/pulsar_quick.py $(PULSAR_BENCH_ARGS)
 	$(PY) benchmarks/pulsar_dispatch.py --json benchmarks/results/pulsar_dispatch.json
 	$(PY) benchmarks/pulsar_features.py $(PULSAR_FEATURES_ARGS)
 	$(PY) benchmarks/pulsar_asyncio.py $(PULSAR_ASYNCIO_ARGS)
+	$(PY) benchmarks/pulsar_transactions.py $(PULSAR_TXN_ARGS)
 
 # The pynsq program corpus (tests/nsq/pynsq_programs/) on pynsq 0.9.1 + tornado, to
 # show each program is a correct pynsq program; `make test` runs it on nsqfast.
