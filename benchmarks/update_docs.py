@@ -170,6 +170,48 @@ def import_time_section(results_dir: str) -> str | None:
             + data["markdown"])
 
 
+def transactions_section(results_dir: str) -> str | None:
+    """Transactional produce beside plain batched produce, ours and the Java client's, written by
+    benchmarks/pulsar_transactions.py, if any."""
+    path = os.path.join(results_dir, "pulsar_transactions.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    rates, ratios = data["msgs_per_s"], data["ratios"]
+    rows = ["| client | plain batched | %d per transaction | transactional / plain |" % data["per_txn"],
+            "|---|---:|---:|---:|"]
+    for client in ("pulsarfast", "java"):
+        rows.append("| %s | %s | %s | %.2fx |" % (client, _thousands(round(rates["%s plain" % client])),
+                                                   _thousands(round(rates["%s txn" % client])),
+                                                   rates["%s txn" % client] / rates["%s plain" % client]))
+    return ("#### Pulsar transactions (messages/s, `benchmarks/pulsar_transactions.py`)\n\n"
+            "%d messages of %d bytes per round, median of %d; transactions by %d workers at once, each with a "
+            "producer of its own; pulsarfast's transactional produce is %.2fx the Java client's.\n\n"
+            % (data["count"], data["size"], data["rounds"], data["window"], ratios["pulsarfast txn / java txn"])
+            + "\n".join(rows))
+
+
+def otel_section(results_dir: str) -> str | None:
+    """The OpenTelemetry instrumentation off and on, written by benchmarks/otel_cost.py, if any."""
+    path = os.path.join(results_dir, "otel_cost.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    rates = data["msgs_per_s"]
+    rows = ["| workload | off | on | on / off | µs added per message |", "|---|---:|---:|---:|---:|"]
+    for workload in ("pulsar produce", "pulsar receive+ack", "nsq pub"):
+        off, on = rates["%s, otel off" % workload], rates["%s, otel on" % workload]
+        rows.append("| %s | %s | %s | %.2fx | %.0f |" % (workload, _thousands(round(off)), _thousands(round(on)), on / off,
+                                                        (1 / on - 1 / off) * 1e6))
+    return ("#### OpenTelemetry instrumentation (messages/s, `benchmarks/otel_cost.py`)\n\n"
+            "Off: never instrumented, or after `uninstrument()` (the original methods: the same code as "
+            "without the module). On: the SDK with a batching span processor and a metric reader; one span "
+            "and three metric records per message. %d messages, median of %d.\n\n" % (data["count"], data["rounds"])
+            + "\n".join(rows))
+
+
 def demote(text: str) -> str:
     """The tables' headings two levels up (#### -> ##): on the page they sit right under its title."""
     return re.sub(r"^##(##+) ", r"\1 ", text, flags=re.M)
@@ -191,6 +233,9 @@ def section(results_dir: str, page_dir: str) -> str:
     import_time = import_time_section(results_dir)
     if import_time:
         parts.append(import_time)
+    for extra in (transactions_section(results_dir), otel_section(results_dir)):
+        if extra:
+            parts.append(extra)
     png = os.path.join(results_dir, "latest.png")
     if os.path.exists(png):
         target = os.path.join(page_dir, CHART)
