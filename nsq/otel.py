@@ -24,6 +24,7 @@ this module. On the gevent and threads runtimes, and on tornado/asyncio loops al
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from typing import Any
 
@@ -127,17 +128,33 @@ def _process(original: Any) -> Any:
             MESSAGE_ID: message_id, BODY_SIZE: len(message.body), CONSUMER_GROUP: self.channel,
             ATTEMPTS: message.attempts})
         started = time.perf_counter()
-        with _otel.tracer.start_as_current_span("process %s" % self.topic, kind=_otel.span_kind("CONSUMER"),
-                                                attributes=attributes, record_exception=False,
-                                                set_status_on_exception=False) as span:
-            try:
+        span = _otel.tracer.start_span("process %s" % self.topic, kind=_otel.span_kind("CONSUMER"),
+                                       attributes=attributes)
+
+        def end(error: BaseException | None) -> None:
+            kind = _otel.failed(span, error) if error is not None else None
+            _otel.count(_otel.consumed, 1, attributes, kind)
+            _otel.measure(started, attributes, kind)
+            span.end()
+
+        try:
+            with _otel.trace.use_span(span, end_on_exit=False):
                 result = original(self, message)
-            except BaseException as exc:
-                kind = _otel.failed(span, exc)
-                _otel.count(_otel.consumed, 1, attributes, kind)
-                _otel.measure(started, attributes, kind)
-                raise
-            _otel.count(_otel.consumed, 1, attributes)
-            _otel.measure(started, attributes)
+        except BaseException as exc:
+            end(exc)
+            raise
+        if not inspect.isawaitable(result):
+            end(None)
             return result
+
+        async def handled() -> Any:  # (a coroutine handler: the span lasts until it has run)
+            try:
+                with _otel.trace.use_span(span, end_on_exit=False):
+                    value = await result
+            except BaseException as exc:
+                end(exc)
+                raise
+            end(None)
+            return value
+        return handled()
     return process_message

@@ -72,3 +72,29 @@ def test_uninstrument_puts_the_original_methods_back(telemetry):
     assert otel.is_instrumented() and nsq.Writer.pub is not before[0]
     otel.uninstrument()
     assert (nsq.Writer.pub, nsq.Writer.mpub, nsq.Writer.dpub, nsq.Reader.process_message) == before
+
+
+def test_on_an_asyncio_loop_a_publish_and_a_coroutine_handler_have_their_spans(instrumented, nsqd, topic):
+    import asyncio
+
+    async def main():
+        done = asyncio.Event()
+
+        async def handler(message):
+            await asyncio.sleep(0)
+            done.set()
+            return True
+
+        reader = nsq.Reader(topic=topic, channel="ch", message_handler=handler,
+                            nsqd_tcp_addresses=[nsqd.tcp_address])
+        writer = nsq.Writer([nsqd.tcp_address])
+        assert await writer.pub(topic, b"on the loop") == b"OK"
+        await asyncio.wait_for(done.wait(), 30)
+        reader.close()
+        writer.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    (publish,) = instrumented.spans("publish ")
+    assert publish.attributes["messaging.operation.name"] == "pub" and publish.status.status_code.name == "UNSET"
+    (process,) = instrumented.spans("process ")
+    assert process.end_time >= process.start_time and process.attributes["messaging.consumer.group.name"] == "ch"
