@@ -3,8 +3,8 @@ makes on the driver: a topic's partition count, a namespace's topics (for
 ``topicsPattern``), a partition's ledgers (``internalStats``: where its
 entries are, what retention has trimmed), the message id at a publish time,
 a durable subscription's creation and cursor moves, and a topic's registered
-schema; for the exactly-once sink, whether a transaction that ended was
-aborted on a partition it wrote to. Plain ``http.client``
+schema; for the exactly-once sink, a partition's transaction buffer and whether
+a transaction that ended was aborted on a partition it wrote to. Plain ``http.client``
 requests (one connection per call), with the client's authentication as an
 ``Authorization`` header and its TLS settings for ``https://``.
 """
@@ -166,3 +166,10 @@ class Admin:
         answer = self.request("GET", "/admin/v3/transactions/transactionInBufferStats/%s/%d/%d" % (
             topic_path(partition).split("/", 1)[1], most_bits, least_bits))
         return bool((answer or {}).get("aborted", False))
+
+    def transaction_buffer_stats(self, partition: str) -> dict | None:
+        """A partition's transaction buffer (``GET /admin/v3/transactions/transactionBufferStats/<tenant>/
+        <namespace>/<topic>``: ``state``, ``lastSnapshotTimestamps``, ``ongoingTxnSize``...), None when the
+        partition is not there yet (a partitioned topic's partitions appear at their first producer)."""
+        return self.request("GET", "/admin/v3/transactions/transactionBufferStats/%s" % (
+            topic_path(partition).split("/", 1)[1]), missing_ok=True)

@@ -11,7 +11,7 @@ from pyspark.sql.types import StructType
 
 from pulsarfast.spark.admin import Admin
 from pulsarfast.spark.options import PulsarOptionError, SourceConfig
-from pulsarfast.spark.sink import PulsarStreamWriter, PulsarWriter, SinkConfig
+from pulsarfast.spark.sink import PulsarStreamWriter, PulsarWriter, SinkConfig, prepare_output
 from pulsarfast.spark.source import PulsarBatchReader, PulsarStreamReader, check_schema, source_schema
 from pulsarfast.spark.values import ValueSchema
 
@@ -47,7 +47,11 @@ class PulsarDataSource(DataSource):
         return PulsarStreamReader(config, check_schema(schema, config))
 
     def writer(self, schema: StructType, overwrite: bool) -> PulsarWriter:
-        return PulsarWriter(SinkConfig.from_options(self.options, schema))
+        config = SinkConfig.from_options(self.options, schema)
+        prepare_output(config)
+        return PulsarWriter(config)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
-        return PulsarStreamWriter(SinkConfig.from_options(self.options, schema, streaming=True))
+        config = SinkConfig.from_options(self.options, schema, streaming=True)
+        prepare_output(config)  # (Spark makes a stream writer again for each commit: then nothing left to do)
+        return PulsarStreamWriter(config)

@@ -20,7 +20,8 @@ after a driver crash puts it in the output once:
 
 ``abort_micro_batch`` (Spark's abort, also called when a commit raised) aborts
 the attempt's transactions, unless the log says that their commit had begun: then
-it rolls them forward. Nothing here imports pyspark.
+it rolls them forward. ``prepare_partitions`` runs before the tasks write (see
+there). Nothing here imports pyspark.
 """
 from __future__ import annotations
 
@@ -110,6 +111,36 @@ def settle_all(client: Client, admin: Admin, txns: Sequence[TaskTxn]) -> tuple[l
     with ThreadPoolExecutor(max_workers=min(len(txns), MAX_PARALLEL), thread_name_prefix="pulsar-settle") as pool:
         outcomes = list(pool.map(lambda t: settle(client, admin, t), txns))
     return ([t for t, ok in zip(txns, outcomes) if ok], [t for t, ok in zip(txns, outcomes) if not ok])
+
+
+def prepare_partitions(client: Client, admin: Admin | None, topic: str) -> list[str]:
+    """Have each partition of topic whose transaction buffer has no snapshot yet take its first one,
+    one partition at a time, before the tasks write to them all at once; returns those partitions.
+
+    A partition's transaction buffer takes its first snapshot before it stores its first
+    transactional message. On brokers without the fix of apache/pulsar#24945 (4.0.7 among them),
+    two producers whose first transactional messages reach a partition together leave it refusing
+    every transactional message from then on (ServiceUnitNotReady: "Transaction Buffer take first
+    snapshot failed"; until the topic is unloaded): the sink's tasks are such producers. One message
+    sent to each such partition in a transaction that is then aborted (no reader ever gets it) makes
+    the snapshot. Without the admin API every partition is taken to need it."""
+    partitions = client.get_topic_partitions(topic)
+    if admin is not None:
+        partitions = [p for p in partitions
+                      if not (admin.transaction_buffer_stats(p) or {}).get("lastSnapshotTimestamps")]
+    if not partitions:
+        return []
+    txn = client.new_transaction()
+    try:
+        for partition in partitions:
+            producer = client.create_producer(partition, batching_enabled=False)
+            try:
+                producer.send(b"", transaction=txn)
+            finally:
+                producer.close()
+    finally:
+        txn.abort()
+    return partitions
 
 
 # -- batch jobs -------------------------------------------------------------------------------------

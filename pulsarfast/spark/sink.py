@@ -324,6 +324,20 @@ def _log_commit(what: str, messages: list[Any]) -> None:
     logger.info("pulsar sink: %s stored %d messages in %d tasks", what, total, len(messages))
 
 
+def prepare_output(config: SinkConfig) -> None:
+    """On the driver, before a job's or a query's tasks write: with exactly-once, the output
+    topic's partitions made ready for transactional messages from many producers at once
+    (``eocommit.prepare_partitions``). Topics named by a 'topic' column are not known here."""
+    if not config.exactly_once or config.topic is None:
+        return
+    admin = None
+    if config.client.admin_url is not None:
+        admin = Admin(config.client.admin_settings(), config.client.authentication())
+    prepared = eocommit.prepare_partitions(client_for(config.client), admin, config.topic)
+    if prepared:
+        logger.info("pulsar sink: the transaction buffers of %s took their first snapshot", ", ".join(prepared))
+
+
 def _txns(messages: list[Any]) -> list[TaskTxn]:
     return [m.txn for m in messages if isinstance(m, PulsarCommitMessage) and m.txn is not None]
 

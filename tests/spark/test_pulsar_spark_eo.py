@@ -227,6 +227,23 @@ def test_a_micro_batch_whose_first_attempt_timed_out_is_committed_and_a_half_com
         client.close()
 
 
+def test_the_output_partitions_take_their_first_transaction_snapshot_before_the_tasks_write(txn_broker):
+    topic = _name("eo_prepare")
+    txn_broker.create_partitioned_topic(topic, 3)
+    client = pulsarfast.Client(txn_broker.service_url, backend="threads", operation_timeout_seconds=30)
+    admin = Admin(AdminSettings(txn_broker.web_url))
+    partitions = [_full(topic) + "-partition-%d" % i for i in range(3)]
+    try:
+        assert all(admin.transaction_buffer_stats(p) is None for p in partitions)  # (not there yet)
+        assert eocommit.prepare_partitions(client, admin, _full(topic)) == partitions
+        assert all(admin.transaction_buffer_stats(p)["lastSnapshotTimestamps"] > 0 for p in partitions)
+        assert eocommit.prepare_partitions(client, admin, _full(topic)) == []  # (once is enough)
+    finally:
+        client.close()
+    assert visible(txn_broker, topic) == []  # (its messages were in an aborted transaction)
+    assert received(txn_broker, topic) == 3
+
+
 # ----------------------------------------------------------------------------- a driver killed
 
 

@@ -23,7 +23,7 @@ import signal
 from typing import Any, Iterator
 
 from pulsarfast.spark.datasource import PulsarDataSource
-from pulsarfast.spark.sink import PulsarStreamWriter, SinkConfig
+from pulsarfast.spark.sink import PulsarStreamWriter, SinkConfig, prepare_output
 
 
 def descendants(pid: int) -> list[int]:
@@ -99,4 +99,6 @@ class CrashingPulsarDataSource(PulsarDataSource):
     """The ``pulsar`` format, its stream writer a ``CrashingStreamWriter``."""
 
     def streamWriter(self, schema: Any, overwrite: bool) -> CrashingStreamWriter:
-        return CrashingStreamWriter(SinkConfig.from_options(self.options, schema, streaming=True), self.options)
+        config = SinkConfig.from_options(self.options, schema, streaming=True)
+        prepare_output(config)
+        return CrashingStreamWriter(config, self.options)
