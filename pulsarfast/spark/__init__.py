@@ -10,12 +10,15 @@
 The source reads each topic partition's range of a micro-batch on the
 executors, with offsets (each partition's last entry read) in Spark's
 checkpoint; the sink produces from the executors and fails a task unless
-every message was acknowledged. Installed with ``pip install
-nsqfast[spark]``; see docs/spark.md.
+every message was acknowledged (at least once), or, with
+``deliveryGuarantee=exactly-once``, leaves each task's messages in a
+transaction that the driver commits (``eocommit``, ``eolog``). Installed with
+``pip install nsqfast[spark]``; see docs/spark.md.
 
 The modules that need pyspark (``source``, ``sink``, ``datasource``) load
 when one of their names is first used; ``options``, ``positions``,
-``admin`` and ``planner`` import without it (``reading`` needs pyarrow).
+``admin`` and ``planner`` import without it (``reading``, and so ``eolog`` and
+``eocommit``, need pyarrow).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ __all__ = [
     "SOURCE_SCHEMA",
     "PulsarOptionError",
     "PulsarSinkError",
+    "ExactlyOnceError",
     "DataLossError",
     "PulsarStreamReader",
     "PulsarBatchReader",
@@ -45,6 +49,7 @@ _WHERE = {
     "PulsarOptionError": "options",
     "SourceConfig": "options",
     "PulsarSinkError": "sink",
+    "ExactlyOnceError": "eocommit",
     "PulsarWriter": "sink",
     "PulsarStreamWriter": "sink",
     "SinkConfig": "sink",
