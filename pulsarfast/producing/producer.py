@@ -848,6 +848,11 @@ class Producer(HandedOut):
         self._closed_error: PulsarException | None = None
         #: a partitioned topic's PartitionWatch (partitionwatch.py: partitions added later), stopped at close
         self.partition_watch: Any = None
+        #: send_async calls in a transaction queued behind their partition's registration (flush() waits
+        #: for them to be queued on their partition, then for their outcome), and flush()es waiting
+        self._registering = 0
+        self._registered_waiters: list[Any] = []
+        self._registering_lock = self.backend.lock()
 
     @property
     def closed(self) -> bool:
@@ -929,9 +934,27 @@ class Producer(HandedOut):
         """Block until every message sent before the call has its outcome. A producer fenced out by an
         exclusive one raises AlreadyClosed, as the official client's does."""
         self._client.check_usable()
+        self._wait_for_registrations()
         for partition in self._partitions:
             partition.flush(self.settings.flush_timeout)
         self._check_not_fenced()
+
+    def _wait_for_registrations(self) -> None:
+        with self._registering_lock:
+            if not self._registering:
+                return
+            waiter = self.backend.event()
+            self._registered_waiters.append(waiter)
+        waiter.wait()  # (each registration ends within the operation timeout)
+
+    def _registration_done(self) -> None:
+        with self._registering_lock:
+            self._registering -= 1
+            waiters = self._registered_waiters if not self._registering else []
+            if waiters:
+                self._registered_waiters = []
+        for waiter in waiters:
+            waiter.set()
 
     def _check_not_fenced(self) -> None:
         if any(partition.is_fenced for partition in self._partitions):
@@ -947,6 +970,7 @@ class Producer(HandedOut):
         if self._client.forked():
             return  # (the broker-side producer is the parent's)
         timeout = self._client.operation_timeout
+        self._wait_for_registrations()  # (sends in a transaction queued behind a registration go first)
         for partition in self._partitions:
             try:  # while still kept: a producer reconnecting meanwhile sends what waits
                 partition.flush(timeout)
@@ -1062,12 +1086,15 @@ class Producer(HandedOut):
                 raise
 
         def send_now(error: BaseException | None) -> None:
-            if error is None:
-                try:
-                    partition.send(payload, metadata_args, sequence_id, counted, False, txn)
-                    return
-                except PulsarException as exc:
-                    error = exc
+            try:
+                if error is None:
+                    try:
+                        partition.send(payload, metadata_args, sequence_id, counted, False, txn)
+                        return
+                    except PulsarException as exc:
+                        error = exc
+            finally:
+                self._registration_done()
             txn.op_finished(error)
             if user_callback is not None:
                 user_callback(result_of(error), None)
@@ -1080,6 +1107,8 @@ class Producer(HandedOut):
             except BaseException as exc:
                 txn.op_finished(exc)
                 raise
+        with self._registering_lock:
+            self._registering += 1
         txn.after_partition_registered(partition.topic, send_now)
         return _Send(-1, b"", None, 0.0, None)  # (send_async does not look at it)
 

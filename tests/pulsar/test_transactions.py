@@ -315,3 +315,15 @@ def test_a_transaction_survives_its_coordinators_broker_restarting(make_client, 
     client.create_producer(topic + "-2").send(b"elsewhere", transaction=txn)
     txn.commit()
     assert _receive_all(consumer, 2) == [b"before", b"after"]
+
+
+def test_flush_waits_for_sends_queued_behind_a_partitions_registration(txn_client, backend):
+    topic = _name("txn-flush")
+    producer = txn_client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=60000)
+    txn = txn_client.new_transaction()
+    outcomes = []
+    for i in range(200):  # (the first waits for the registration; the others queue behind it)
+        producer.send_async(b"%d" % i, lambda result, _id: outcomes.append(result), transaction=txn)
+    producer.flush()
+    assert outcomes == [pulsarfast.Result.Ok] * 200
+    txn.commit()
