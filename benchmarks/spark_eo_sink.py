@@ -126,6 +126,8 @@ def main() -> None:
             "load_after": os.getloadavg(),
         })
         print(json.dumps(result, indent=2))
+        with open(os.path.join(ROOT, "benchmarks", "results", "spark_eo_sink.json"), "w") as out:
+            json.dump(result, out, indent=2)
         spark.stop()
     finally:
         broker.kill()
