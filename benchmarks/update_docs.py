@@ -186,9 +186,9 @@ def transactions_section(results_dir: str) -> str | None:
                                                    _thousands(round(rates["%s txn" % client])),
                                                    rates["%s txn" % client] / rates["%s plain" % client]))
     return ("#### Pulsar transactions (messages/s, `benchmarks/pulsar_transactions.py`)\n\n"
-            "%d messages of %d bytes per round, median of %d; transactions by %d workers at once, each with a "
+            "%s messages of %d bytes per round, median of %d; transactions by %d workers at once, each with a "
             "producer of its own; pulsarfast's transactional produce is %.2fx the Java client's.\n\n"
-            % (data["count"], data["size"], data["rounds"], data["window"], ratios["pulsarfast txn / java txn"])
+            % (_thousands(data["count"]), data["size"], data["rounds"], data["window"], ratios["pulsarfast txn / java txn"])
             + "\n".join(rows))
 
 
@@ -208,7 +208,7 @@ def otel_section(results_dir: str) -> str | None:
     return ("#### OpenTelemetry instrumentation (messages/s, `benchmarks/otel_cost.py`)\n\n"
             "Off: never instrumented, or after `uninstrument()` (the original methods: the same code as "
             "without the module). On: the SDK with a batching span processor and a metric reader; one span "
-            "and three metric records per message. %d messages, median of %d.\n\n" % (data["count"], data["rounds"])
+            "and three metric records per message. %s messages, median of %d.\n\n" % (_thousands(data["count"]), data["rounds"])
             + "\n".join(rows))
 
 
