@@ -302,6 +302,7 @@ def test_commit_async_and_abort_async_report_their_outcome_to_a_callback(txn_cli
     assert refused == [pulsarfast.Result.InvalidTxnStatusError]
 
 
+@pytest.mark.timeout(300)  # (a broker killed and started again, its coordinator recovered: over 60 s under load)
 def test_a_transaction_survives_its_coordinators_broker_restarting(make_client, private_txn_broker):
     client = make_client(private_txn_broker, operation_timeout_seconds=60)
     topic = _name("txn-restart")

@@ -251,6 +251,7 @@ N_STREAM = 1200
 
 
 @in_programs
+@pytest.mark.timeout(900)  # (four driver processes in turn, each starting Spark: 90-150 s, over 300 s beside a CPU hog)
 def test_streaming_driver_killed_during_writes_before_and_after_the_commit_puts_each_message_once(
         txn_broker, tmp_path, capsys):
     source, target = _name("eo_in"), _name("eo_out")
