@@ -268,7 +268,7 @@ def test_streaming_driver_killed_during_writes_before_and_after_the_commit_puts_
         started = time.monotonic()
         run = dict(spec, options=dict(spec["options"], crashAt=point or ""))
         program = Program([DRIVER, json.dumps(run)])
-        code = program.wait_exit(180)
+        code = program.wait_exit(400)
         timings.append("%s %.0fs" % (point or "to the end", time.monotonic() - started))
         if point is None:
             assert code == 0, program.report()
