@@ -157,7 +157,9 @@ def test_crashed_txn_broker_restarts_with_open_txn_and_commits_it(private_txn_br
     broker = private_txn_broker
     topic = broker.topic_name(pulsar_topic)
     ports = (broker.port, broker.web_port)
-    opened = run_java_txn(["produce", broker.service_url, topic, N, "m", "open"])
+    # (a timeout far past the restart: a slow one on a loaded machine took the default 60 s, and the
+    # coordinator aborted the transaction before the checks below)
+    opened = run_java_txn(["produce", broker.service_url, topic, N, "m", "open", "--txn-timeout-ms", "600000"])
     most, least = opened[0]["txn"]
     broker.kill(keep_data=True)  # (SIGKILL: the coordinator recovers from its log, not from a clean close)
     broker.start()
