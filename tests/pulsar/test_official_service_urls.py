@@ -134,6 +134,10 @@ def test_http_lookups_send_the_token_and_the_listener_name_as_headers(pulsar_bro
     handler = type("Recorder", (_Recorder,), {"requests": [], "broker_url": pulsar_broker.service_url})
     server = http.server.ThreadingHTTPServer((LOOPBACK, 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # A real lookup first, so that the broker serves the topic's namespace bundle: the recorder answers
+    # without one, and a broker that does not serve the bundle yet refuses the producer (ServiceUnitNotReady)
+    # until some lookup has it load the bundle (this test passed only after another test had done that)
+    pulsar_broker.admin("GET", "/lookup/v2/topic/persistent/public/default/%s" % pulsar_topic)
     client = patient_client("http://%s:%d" % (LOOPBACK, server.server_address[1]), backend,
                          authentication=pulsar.AuthenticationToken("secret-token"), listener_name="external")
     try:
