@@ -650,7 +650,6 @@ MESSAGE_METADATA = Schema("MessageMetadata", [
     (14, "encryption_algo", STR), (16, "schema_version", BYTES), (17, "partition_key_b64_encoded", BOOL),
     (18, "ordering_key", BYTES, ("default", None)), (19, "deliver_at_time", INT), (20, "marker_type", INT, ("default", None)),
     (24, "highest_sequence_id", UINT), (25, "null_value", BOOL), (26, "uuid", STR), (27, "num_chunks_from_msg", INT),
-    (22, "txnid_least_bits", UINT, ("default", None)), (23, "txnid_most_bits", UINT, ("default", None)),
     (28, "total_chunk_msg_size", INT), (29, "chunk_id", INT), (30, "null_partition_key", BOOL),
 ])
 SINGLE_MESSAGE_METADATA = Schema("SingleMessageMetadata", [
