@@ -119,6 +119,18 @@ def _with_properties(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, kwargs
 
 
+def _sent(span: Any, attributes: dict[str, Any], started: float, message_id: Any = None,
+          error: BaseException | str | None = None) -> None:
+    """A send's outcome on its span (the message id, or the error) and in the metrics."""
+    kind = None
+    if error is not None:
+        kind = _otel.failed(span, error)
+    else:
+        span.set_attribute(MESSAGE_ID, str(message_id))
+    _otel.count(_otel.sent, 1, attributes, kind)
+    _otel.measure(started, attributes, kind)
+
+
 def _sync_send(original: Any) -> Any:
     @functools.wraps(original)
     def send(self: Any, content: Any, *args: Any, **kwargs: Any) -> Any:
@@ -133,13 +145,9 @@ def _sync_send(original: Any) -> Any:
             try:
                 message_id = original(self, content, *args, **kwargs)
             except BaseException as exc:
-                error = _otel.failed(span, exc)
-                _otel.count(_otel.sent, 1, attributes, error)
-                _otel.measure(started, attributes, error)
+                _sent(span, attributes, started, error=exc)
                 raise
-            span.set_attribute(MESSAGE_ID, str(message_id))
-            _otel.count(_otel.sent, 1, attributes)
-            _otel.measure(started, attributes)
+            _sent(span, attributes, started, message_id)
             return message_id
     return send
 
@@ -156,13 +164,10 @@ def _sync_send_async(original: Any) -> Any:
             args, kwargs = _with_properties(args, kwargs)
 
         def ended(result: Any, message_id: Any) -> None:
-            error = None
             if result == Result.Ok:
-                span.set_attribute(MESSAGE_ID, str(message_id))
+                _sent(span, attributes, started, message_id)
             else:
-                error = _otel.failed(span, getattr(result, "name", str(result)))
-            _otel.count(_otel.sent, 1, attributes, error)
-            _otel.measure(started, attributes, error)
+                _sent(span, attributes, started, error=getattr(result, "name", str(result)))
             span.end()
             if callback is not None:
                 callback(result, message_id)
@@ -190,13 +195,9 @@ def _async_send(original: Any) -> Any:
             try:
                 message_id = await original(self, content, *args, **kwargs)
             except BaseException as exc:
-                error = _otel.failed(span, exc)
-                _otel.count(_otel.sent, 1, attributes, error)
-                _otel.measure(started, attributes, error)
+                _sent(span, attributes, started, error=exc)
                 raise
-            span.set_attribute(MESSAGE_ID, str(message_id))
-            _otel.count(_otel.sent, 1, attributes)
-            _otel.measure(started, attributes)
+            _sent(span, attributes, started, message_id)
             return message_id
     return send
 
