@@ -1,4 +1,4 @@
-"""Quick Pulsar client benchmark: pulsarfast (gevent, threads) against the official client.
+"""Quick Pulsar client benchmark: pulsarfast (gevent, threads) against the official and Java clients.
 
 One real Pulsar 4.0.7 standalone broker (tests/support/pulsar_broker.py, normal JIT and G1, not the
 tests' C1-only settings), then for each client, in its own subprocess, on fresh topics:
@@ -11,6 +11,8 @@ tests' C1-only settings), then for each client, in its own subprocess, on fresh 
             written just before its run by the same filler (pulsarfast threads, the client's batching
             setting with the batching defaults): the same entries, as many messages in each batch,
             as fresh in the broker's cache, for every consumer
+  consume16 the same N messages spread over a 16-partition topic's backlog (filled just before the
+            run the same way), one consumer on the partitioned topic, receive() + acknowledge()
   send      M messages with a blocking send() one at a time            (timed: first send .. last returns)
   ticker    (gevent only) a greenlet ticking every 100 ms while the main greenlet waits 2 s in
             receive() on an empty topic: how many times it ran (the hub was free to run it)
@@ -24,6 +26,18 @@ Clients:
   official-batching   pulsar-client with batching_enabled=True (defaults: 1000 msgs / 128 KiB / 10 ms);
                       its consumer then unpacks batches. No blocking-send row: with batching each
                       send() waits for the 10 ms batch timer.
+  java, java-batching the Java client 4.0.7 (the jars of .pulsar-lib), benchmarks/java/QuickBench.java
+                      run by benchmarks/pulsar_java.py in a JVM of its own: the same workloads (no
+                      ticker), topics, backlogs, settings and checks; batched: 1000 msgs / 128 KiB and a
+                      10 ms delay, set to the Python clients' default (the Java client's own is 1 ms).
+                      Timed inside the JVM, after an untimed warm-up in it (20,000 messages produced,
+                      fired and consumed on a topic of its own, so the JIT has compiled the client's
+                      paths); its start-up is not timed. Its CPU: the JVM's getProcessCpuTime()
+                      (com.sun.management.OperatingSystemMXBean: every thread of the process), the
+                      broker's and the machine's from /proc as below, read by the JVM itself.
+  KEY-base            with --baseline TREE: each pulsarfast client, imported from TREE (another
+                      checkout with its extensions built in place), labelled "(baseline)", run in the
+                      same rounds, interleaved with this checkout's (as benchmarks/run.py --baseline).
 
 Every producer: max_pending_messages=1000 (the default of both) and block_if_queue_full=True
 (without it send_async of 100k messages fails with ProducerQueueIsFull in both clients).
@@ -65,6 +79,10 @@ Usage:
     .venv/bin/python benchmarks/pulsar_quick.py --quick        # 10,000 messages, 1 run
     .venv/bin/python benchmarks/pulsar_quick.py                # 100,000 messages, 5 runs
     .venv/bin/python benchmarks/pulsar_quick.py --broker-config journalFlushWhenQueueEmpty=true
+    .venv/bin/python benchmarks/pulsar_quick.py --workloads consume,consume16 --clients java,official
+    git worktree add /tmp/base HEAD~3 && (cd /tmp/base && $OLDPWD/.venv/bin/python setup.py build_ext --inplace)
+    .venv/bin/python benchmarks/pulsar_quick.py --baseline /tmp/base --workloads consume16 \
+        --clients pulsarfast-threads-batching,pulsarfast-threads-batching-base,official-batching
 Writes benchmarks/results/pulsar_quick.json (every run) and prints a Markdown table.
 """
 from __future__ import annotations
@@ -79,6 +97,8 @@ import subprocess
 import sys
 import time
 import uuid
+
+import pulsar_java  # (benchmarks/, this script's folder: on sys.path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -97,8 +117,16 @@ CLIENTS = {
                  "label": "official 3.13 (batching off)"},
     "official-batching": {"lib": "official", "backend": None, "batching": True,
                           "label": "official 3.13 (batching on)"},
+    "java": {"lib": "java", "backend": None, "batching": False,
+             "label": "Java client 4.0.7 (batching off)"},
+    "java-batching": {"lib": "java", "backend": None, "batching": True,
+                      "label": "Java client 4.0.7 (batching on, 10 ms delay)"},
 }
-WORKLOADS = ("produce", "fire", "consume", "send", "ticker")
+#: --baseline TREE adds each pulsarfast client of CLIENTS run from TREE, keyed with this suffix
+BASELINE_SUFFIX = "-base"
+WORKLOADS = ("produce", "fire", "consume", "consume16", "send", "ticker")
+#: the partitions of the consume16 workload's topic
+PARTITIONS = 16
 #: the clients whose process runs the gevent ticker workload (a gevent program's view of the client)
 TICKER_CLIENTS = ("pulsarfast-gevent", "official")
 TICK_SECONDS = 0.1
@@ -109,6 +137,11 @@ TARGETS = (
      ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.0),
     ("consume, receive + acknowledge (batched backlog)", "consume",
      ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.5),
+    # issue 49: the one-partition consume's lead over the official client shrank on 16 partitions
+    # (batched backlog, as the issue's figures were)
+    ("consume, 16-partition topic, receive + acknowledge (batched backlog)", "consume16",
+     ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.5),
+    ("unbatched consume, receive + acknowledge", "consume", ("pulsarfast-gevent",), "official", 1.2),
     # issue 35: fire-and-forget produce, batching on and off
     ("fire-and-forget produce (send_async without a callback), batching on", "fire",
      ("pulsarfast-gevent-batching", "pulsarfast-threads-batching"), "official-batching", 1.5),
@@ -246,8 +279,11 @@ class Meter:
 def child_main(cfg: dict) -> dict:
     lib = cfg["lib"]
     if lib == "pulsarfast":
-        sys.path.insert(0, REPO)
+        tree = cfg.get("tree") or REPO  # (--baseline: another checkout's pulsarfast, ahead of ours)
+        sys.path.insert(0, tree)
         import pulsarfast as pulsar
+        if not os.path.abspath(pulsar.__file__).startswith(os.path.join(os.path.abspath(tree), "")):
+            raise RuntimeError(f"pulsarfast came from {pulsar.__file__}, not from {tree}")
         client = pulsar.Client(cfg["service_url"], backend=cfg["backend"])
         if cfg["backend"] == "gevent":
             monkey = sys.modules.get("gevent.monkey")
@@ -257,24 +293,29 @@ def child_main(cfg: dict) -> dict:
         import pulsar
         client = pulsar.Client(cfg["service_url"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     out: dict = {"lib_file": pulsar.__file__, "workloads": {}}
+    if lib == "pulsarfast":
+        from pulsarfast.wire import codec
+        out["wire_codec"] = codec.IMPLEMENTATION
     meter = Meter(cfg["broker_pid"], cfg.get("profile"))
     n = cfg["messages"]
     ok = pulsar.Result.Ok
     producer_args = dict(block_if_queue_full=True, max_pending_messages=1000,
                          batching_enabled=cfg["batching"])
+    workloads = cfg["workloads"]
     try:
-        if "fill" in cfg["workloads"]:
+        if "fill" in workloads:
             out["workloads"]["fill"] = fill_workload(pulsar, client, cfg, producer_args)
 
-        if "produce" in cfg["workloads"] or "consume" in cfg["workloads"]:
+        bodies = payloads(n, b"p")  # (what produce sends; the filler writes the same into the consume backlogs)
+        if "produce" in workloads:
             topic = cfg["topic_produce"]
-            if "topic_consume" not in cfg:
-                # the subscription exists before producing, so it holds every message as backlog
+            if "consume" in workloads and "topic_consume" not in cfg:
+                # (a warm-up or profile run consuming its own produce) the subscription exists before
+                # producing, so it holds every message as backlog
                 consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared,
                                             initial_position=pulsar.InitialPosition.Earliest)
                 consumer.close()
 
-            bodies = payloads(n, b"p")
             done = {"ok": 0, "err": 0, "first_error": None}
 
             def callback(res, _msg_id):
@@ -299,57 +340,37 @@ def child_main(cfg: dict) -> dict:
             producer.close()
             out["workloads"]["produce"] = result
 
-            if "consume" in cfg["workloads"]:
-                consumer = client.subscribe(cfg.get("topic_consume", topic), cfg.get("consume_subscription", SUBSCRIPTION),
-                                            consumer_type=pulsar.ConsumerType.Shared,
-                                            initial_position=pulsar.InitialPosition.Earliest,
-                                            receiver_queue_size=cfg.get("receiver_queue_size", 1000))
-                receive = consumer.receive
-                acknowledge = consumer.acknowledge
-                seen = set()
-                add = seen.add
-                got = 0
-                error = None
-                reads_before = storage_entries_read(cfg["web_url"])
-                meter.start("consume")
-                try:
-                    for _ in range(n):
-                        msg = receive(30000)
-                        add(msg.data())
-                        acknowledge(msg)
-                        got += 1
-                except Exception as exc:  # a Timeout: fewer messages than produced
-                    error = f"{type(exc).__name__}: {exc}"
-                result = meter.stop(max(got, 1))
-                result.update(received=got, distinct=len(seen), unexpected=len(seen - set(bodies)), error=error,
-                              broker_entries_read=storage_entries_read(cfg["web_url"]) - reads_before)
-                consumer.close()  # (the official client sends its grouped acks here)
-                out["workloads"]["consume"] = result
+        if "consume" in workloads:
+            out["workloads"]["consume"] = consume_workload(
+                pulsar, client, cfg, cfg.get("topic_consume", cfg["topic_produce"]), bodies, meter, "consume")
+        if "consume16" in workloads:
+            out["workloads"]["consume16"] = consume_workload(
+                pulsar, client, cfg, cfg["topic_consume16"], bodies, meter, "consume16")
 
-        if "fire" in cfg["workloads"]:  # fire-and-forget: no callback, nothing per message in Python
-            bodies = payloads(n, b"f")
+        if "fire" in workloads:  # fire-and-forget: no callback, nothing per message in Python
+            fire_bodies = payloads(n, b"f")
             producer = client.create_producer(cfg["topic_fire"], **producer_args)
             send_async = producer.send_async
             meter.start("fire")
-            for body in bodies:
+            for body in fire_bodies:
                 send_async(body, None)
             producer.flush()
             out["workloads"]["fire"] = meter.stop(n)
             producer.close()
 
-        if "ticker" in cfg["workloads"]:
+        if "ticker" in workloads:
             out["workloads"]["ticker"] = ticker_workload(pulsar, client, cfg["topic_ticker"])
 
-        if "send" in cfg["workloads"]:
+        if "send" in workloads:
             m = cfg["send_messages"]
-            bodies = payloads(m, b"s")
+            send_bodies = payloads(m, b"s")
             producer = client.create_producer(cfg["topic_send"], **producer_args)
             send = producer.send
             error = None
             sent = 0
             meter.start()
             try:
-                for body in bodies:
+                for body in send_bodies:
                     send(body)
                     sent += 1
             except Exception as exc:
@@ -365,24 +386,58 @@ def child_main(cfg: dict) -> dict:
     return out
 
 
+def consume_workload(pulsar, client, cfg: dict, topic: str, bodies: list, meter: Meter, workload: str) -> dict:
+    """receive() + acknowledge() one by one, N messages from the topic's backlog (timed: first receive ..
+    last ack); every payload kept and checked after."""
+    n = cfg["messages"]
+    consumer = client.subscribe(topic, cfg.get("consume_subscription", SUBSCRIPTION),
+                                consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest,
+                                receiver_queue_size=cfg.get("receiver_queue_size", 1000))
+    receive = consumer.receive
+    acknowledge = consumer.acknowledge
+    seen: set = set()
+    add = seen.add
+    got = 0
+    error = None
+    reads_before = storage_entries_read(cfg["web_url"])
+    meter.start(workload)
+    try:
+        for _ in range(n):
+            msg = receive(30000)
+            add(msg.data())
+            acknowledge(msg)
+            got += 1
+    except Exception as exc:  # a Timeout: fewer messages than produced
+        error = f"{type(exc).__name__}: {exc}"
+    result = meter.stop(max(got, 1))
+    result.update(received=got, distinct=len(seen), unexpected=len(seen - set(bodies)), error=error,
+                  broker_entries_read=storage_entries_read(cfg["web_url"]) - reads_before)
+    consumer.close()  # (the official client sends its grouped acks here)
+    return result
+
+
 def fill_workload(pulsar, client, cfg: dict, producer_args: dict) -> dict:
-    """The backlog every client of a run drains: one subscription per client, then N messages."""
-    topic = cfg["topic_consume"]
-    for name in cfg["fill_subscriptions"]:
-        client.subscribe(topic, name, consumer_type=pulsar.ConsumerType.Shared,
-                         initial_position=pulsar.InitialPosition.Earliest).close()
+    """The backlogs every client of a run drains: on each topic of cfg["fill_topics"] (default: the
+    one of topic_consume; a partitioned topic too), one subscription per client, then N messages."""
     done = {"ok": 0, "err": 0}
 
     def callback(res, _msg_id):
         done["ok" if res == pulsar.Result.Ok else "err"] += 1
 
-    producer = client.create_producer(topic, **producer_args)
-    for body in payloads(cfg["messages"], b"p"):
-        producer.send_async(body, callback)
-    producer.flush()
-    producer.close()
-    return {"ok": done["ok"], "err": done["err"], "count": cfg["messages"], "seconds": None, "rate": None,
-            "client_cpu_us_per_msg": None, "broker_cpu_us_per_msg": None, "other_cpu_pct": None, "checks": []}
+    topics = cfg.get("fill_topics") or [cfg["topic_consume"]]
+    for topic in topics:
+        for name in cfg["fill_subscriptions"]:
+            client.subscribe(topic, name, consumer_type=pulsar.ConsumerType.Shared,
+                             initial_position=pulsar.InitialPosition.Earliest).close()
+        producer = client.create_producer(topic, **producer_args)
+        for body in payloads(cfg["messages"], b"p"):
+            producer.send_async(body, callback)
+        producer.flush()
+        producer.close()
+    return {"ok": done["ok"], "err": done["err"], "count": cfg["messages"] * len(topics), "seconds": None,
+            "rate": None, "client_cpu_us_per_msg": None, "broker_cpu_us_per_msg": None, "other_cpu_pct": None,
+            "checks": []}
 
 
 def ticker_workload(pulsar, client, topic: str) -> dict:
@@ -439,13 +494,26 @@ def run_child(cfg: dict, timeout: float, script: str = __file__) -> dict:
     return result
 
 
-def wait_backlog_zero(broker, topic: str, subscription: str = SUBSCRIPTION, seconds: float = 10.0):
+def subscription_backlog(broker, topic: str, subscription: str, partitioned: bool) -> int:
+    if partitioned:  # (the partitions' stats summed by the broker)
+        return broker.partitioned_stats(topic, per_partition=False)["subscriptions"][subscription]["msgBacklog"]
+    return broker.topic_stats(topic)["subscriptions"][subscription]["msgBacklog"]
+
+
+def wait_backlog_zero(broker, topic: str, subscription: str = SUBSCRIPTION, seconds: float = 10.0,
+                      partitioned: bool = False):
     deadline = time.monotonic() + seconds
     while True:
-        backlog = broker.topic_stats(topic)["subscriptions"][subscription]["msgBacklog"]
+        backlog = subscription_backlog(broker, topic, subscription, partitioned)
         if backlog == 0 or time.monotonic() >= deadline:
             return backlog
         time.sleep(0.2)
+
+
+def topic_entries(broker, topic: str, partitions: int) -> int:
+    """Entries written to the topic's ledgers (of every partition)."""
+    names = [f"{topic}-partition-{i}" for i in range(partitions)] if partitions else [topic]
+    return sum(broker.admin("GET", broker.topic_path(name) + "/internalStats")["numberOfEntries"] for name in names)
 
 
 def check_run(broker, cfg: dict, result: dict) -> None:
@@ -467,20 +535,23 @@ def check_run(broker, cfg: dict, result: dict) -> None:
         count = broker.topic_stats(cfg["topic_fire"])["msgInCounter"]
         w["fire"]["broker_msgInCounter"] = count
         w["fire"]["checks"] = [] if count == n else [f"fire-and-forget: broker msgInCounter {count} != {n}"]
-    if "consume" in w:
+    for workload, partitions in (("consume", 0), ("consume16", PARTITIONS)):
+        if workload not in w:
+            continue
         fails = []
-        r = w["consume"]
+        r = w[workload]
         if r["error"]:
             fails.append(r["error"])
         if r["received"] != n or r["distinct"] != n or r["unexpected"]:
             fails.append(f"received {r['received']}, {r['distinct']} distinct payloads "
                          f"({r['unexpected']} not produced), expected {n}")
-        topic = cfg.get("topic_consume", cfg["topic_produce"])
-        entries = broker.admin("GET", broker.topic_path(topic) + "/internalStats")["numberOfEntries"]
+        topic = cfg["topic_consume16"] if partitions else cfg.get("topic_consume", cfg["topic_produce"])
+        entries = topic_entries(broker, topic, partitions)
         r["topic_entries"] = entries
         if r.get("broker_entries_read") is not None and entries:
             r["storage_reads_per_entry"] = r["broker_entries_read"] / entries
-        backlog = wait_backlog_zero(broker, topic, cfg.get("consume_subscription", SUBSCRIPTION))
+        backlog = wait_backlog_zero(broker, topic, cfg.get("consume_subscription", SUBSCRIPTION),
+                                    partitioned=bool(partitions))
         r["backlog_after"] = backlog
         if backlog != 0:
             fails.append(f"subscription backlog {backlog} after the consumer closed")
@@ -499,6 +570,9 @@ def check_run(broker, cfg: dict, result: dict) -> None:
         if count != m or r["sent_ok"] != m:
             fails.append(f"broker msgInCounter {count}, send() ok {r['sent_ok']}, expected {m}")
         r["checks"] = fails
+    if cfg["lib"] == "pulsarfast" and result.get("wire_codec") != "cython":  # (a baseline tree not built)
+        for r in w.values():
+            r.setdefault("checks", []).append(f"pulsarfast's wire codec is {result.get('wire_codec')}, not cython")
 
 
 def median(values):
@@ -552,7 +626,7 @@ def targets(rows: list) -> list:
     out = []
     for what, workload, ours, official, goal in TARGETS:
         reference = _row(rows, official, workload)
-        for client in ours:
+        for client in ours + tuple(name + BASELINE_SUFFIX for name in ours):  # (--baseline's rows too)
             row = _row(rows, client, workload)
             if row is None or reference is None:
                 continue
@@ -561,6 +635,35 @@ def targets(rows: list) -> list:
                         "ratio": ratio, "goal": goal, "checks_ok": row["ok"] and reference["ok"],
                         "pass": ratio is not None and ratio >= goal and row["ok"] and reference["ok"]})
     return out
+
+
+#: the main table's columns, and their short names in its runs column
+TABLE_WORKLOADS = ("produce", "fire", "consume", "consume16", "send")
+SHORT = {"produce": "prod", "fire": "fire", "consume": "cons", "consume16": "c16", "send": "send"}
+
+
+def java_ratios(rows: list, clients: list) -> list:
+    """Lines of a table: each pulsarfast client's median rate over the Java client's with the same
+    batching setting, per workload (nothing when the Java rows are not in the run)."""
+    lines = []
+    for name in clients:
+        spec = CLIENTS[name]
+        if spec["lib"] != "pulsarfast":
+            continue
+        java = "java-batching" if spec["batching"] else "java"
+        cells = []
+        for workload in TABLE_WORKLOADS:
+            ours, theirs = _row(rows, name, workload), _row(rows, java, workload)
+            ratio = ours["rate"] / theirs["rate"] if ours and theirs and ours["rate"] and theirs["rate"] else None
+            cells.append(fmt(ratio, ".2f") + "×" if ratio is not None else "")
+        if any(cells):
+            lines.append(f"| {spec['label']} | {CLIENTS[java]['label']} | " + " | ".join(cells) + " |")
+    if not lines:
+        return []
+    return ["", "pulsarfast over the Java client (its median rate over the Java client's, the same batching "
+            "setting, same run)", "",
+            "| client | Java row | produce | fire-and-forget | consume | consume, "
+            f"{PARTITIONS} partitions | blocking send |", "|---|---|---:|---:|---:|---:|---:|"] + lines
 
 
 def markdown(rows: list, meta: dict) -> str:
@@ -576,20 +679,21 @@ def markdown(rows: list, meta: dict) -> str:
         f"{meta['started']}.",
         "",
         "| client | produce msgs/s (client / broker CPU µs per msg) | fire-and-forget produce msgs/s (client / "
-        "broker) | consume msgs/s (client / broker) | blocking send msgs/s | runs | check |",
-        "|---|---:|---:|---:|---:|---|---|",
+        f"broker) | consume msgs/s (client / broker) | consume, {PARTITIONS}-partition topic msgs/s (client / "
+        "broker) | blocking send msgs/s | runs | check |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for name in meta["clients"]:
         cells = []
         label = CLIENTS[name]["label"]
         runs = []
         fails = []
-        for workload in ("produce", "fire", "consume", "send"):
+        for workload in TABLE_WORKLOADS:
             row = _row(rows, name, workload)
             if row is None:
                 cells.append("")
                 continue
-            runs.append(f"{workload[:4]} " + "/".join(f"{r / 1000:,.0f}k" for r in row["rates"] if r))
+            runs.append(f"{SHORT[workload]} " + "/".join(f"{r / 1000:,.0f}k" for r in row["rates"] if r))
             fails += row["failures"]
             if workload == "send":
                 cells.append(fmt(row["rate"], ",.0f"))
@@ -598,6 +702,7 @@ def markdown(rows: list, meta: dict) -> str:
                              f"{fmt(row['broker_cpu_us_per_msg'], '.1f')})")
         check = "ok" if not fails else "FAIL: " + "; ".join(sorted(set(fails)))
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {'; '.join(runs)} | {check} |")
+    lines += java_ratios(rows, meta["clients"])
     ticker = [(_row(rows, name, "ticker"), name) for name in TICKER_CLIENTS if name in meta["clients"]]
     ticker = [(row, name) for row, name in ticker if row is not None]
     if ticker:
@@ -626,11 +731,24 @@ def markdown(rows: list, meta: dict) -> str:
                          f"{fmt(t['ratio'], '.2f')}× | {result} |")
     lines += ["", "Produce: `send_async(body, callback)` with a callback counting the outcomes, then `flush()`; "
               "fire-and-forget produce: `send_async(body, None)`, then `flush()` (a program that only needs "
-              "`flush()` to tell it everything landed).",
+              "`flush()` to tell it everything landed). The Java client: `sendAsync(body)` with a "
+              "`whenComplete` callback, or its future ignored, then `flush()`; its batching delay set to 10 ms "
+              "(the Python clients' default; Java's own is 1 ms).",
+              "", f"Consume, {PARTITIONS}-partition topic: the same N messages spread over a {PARTITIONS}-partition "
+              "topic's backlog (written just before, like the one-partition backlog), one consumer on the "
+              "partitioned topic, `receive()` + `acknowledge()`.",
               "", "CPU: utime+stime of the client process (all its threads) and of the broker JVM over the timed "
-              "part, per message. Counts checked in every run: the broker's msgInCounter, every callback Ok, every "
-              "payload received once, the subscription's backlog 0 after the consumer closed."]
+              "part, per message (the Java client: its JVM's process CPU time, getProcessCpuTime, after an "
+              "untimed warm-up in the same JVM). Counts checked in every run: the broker's msgInCounter, every "
+              "callback Ok, every payload received once, the subscription's backlog 0 after the consumer closed."]
     return "\n".join(lines)
+
+
+def baseline_clients(tree: str) -> dict:
+    """Each pulsarfast client of CLIENTS, run from another checkout (--baseline TREE: a tree with its
+    extensions built in place), keyed KEY-base: the code before a change, in the same runs."""
+    return {name + BASELINE_SUFFIX: dict(spec, label=spec["label"] + " (baseline)", tree=tree)
+            for name, spec in CLIENTS.items() if spec["lib"] == "pulsarfast"}
 
 
 def loadavg() -> str:
@@ -644,7 +762,14 @@ def main() -> int:
     parser.add_argument("--send-messages", type=int, default=10_000, help="messages of the blocking send() run")
     parser.add_argument("--runs", type=int, default=5, help="runs per client (the figures are medians)")
     parser.add_argument("--quick", action="store_true", help="10,000 messages, 1 run")
-    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated: " + ", ".join(CLIENTS))
+    parser.add_argument("--clients", default=None,
+                        help="comma-separated (default: all, and with --baseline the baseline's too): "
+                             + ", ".join(CLIENTS) + "; with --baseline also each pulsarfast one + " + BASELINE_SUFFIX)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help="comma-separated, the ones to run: " + ", ".join(WORKLOADS))
+    parser.add_argument("--baseline", default="", metavar="TREE",
+                        help="another checkout (its extensions built in place) whose pulsarfast clients run beside "
+                             "this one's, keyed KEY" + BASELINE_SUFFIX + ", interleaved in the same runs")
     parser.add_argument("--no-warmup", action="store_true", help="skip the broker warm-up pass")
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra broker.conf entry (repeatable), e.g. journalFlushWhenQueueEmpty=true")
@@ -665,10 +790,23 @@ def main() -> int:
     if args.quick:
         args.messages, args.runs = 10_000, 1
     args.send_messages = min(args.send_messages, args.messages)
-    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if args.baseline:
+        tree = os.path.abspath(args.baseline)
+        if not os.path.isdir(os.path.join(tree, "pulsarfast")):
+            parser.error(f"--baseline {args.baseline}: no pulsarfast package there")
+        CLIENTS.update(baseline_clients(tree))
+    if args.clients is None:
+        clients = list(CLIENTS)
+    else:
+        clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     for c in clients:
         if c not in CLIENTS:
-            parser.error(f"unknown client {c!r}")
+            parser.error(f"unknown client {c!r}" + (" (the -base clients need --baseline)"
+                                                     if c.endswith(BASELINE_SUFFIX) else ""))
+    selected = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    for w in selected:
+        if w not in WORKLOADS:
+            parser.error(f"unknown workload {w!r}")
 
     broker_config = {}
     for item in args.broker_config:
@@ -689,6 +827,10 @@ def main() -> int:
         "payload_bytes": PAYLOAD_SIZE,
         "runs": args.runs,
         "clients": clients,
+        "workloads": selected,
+        "baseline": os.path.abspath(args.baseline) if args.baseline else None,
+        "partitions": PARTITIONS,
+        "java": {"jvm_args": list(pulsar_java.JVM_ARGS), "warmup_messages": pulsar_java.WARMUP_MESSAGES},
         "broker_jvm_args": list(BROKER_JVM_ARGS),
         "broker_config": broker_config,
         "receiver_queue_size": args.receiver_queue_size,
@@ -703,6 +845,10 @@ def main() -> int:
             "official-batching: batching_enabled=True (1000 msgs / 128 KiB / 10 ms); no blocking send row",
             "consume: every client drains a backlog written just before by the same filler (pulsarfast "
             "threads, the client's batching setting)",
+            f"consume16: the same on a {PARTITIONS}-partition topic, one consumer on the partitioned topic",
+            "java: the Java client 4.0.7 (.pulsar-lib), benchmarks/java/QuickBench.java, the same settings, "
+            "batching delay 10 ms (the Python clients' default; Java's is 1 ms); timed in its JVM after an "
+            "untimed warm-up; CPU: getProcessCpuTime",
         ],
     }
     broker = PulsarBroker(config=broker_config, jvm_args=BROKER_JVM_ARGS)
@@ -710,7 +856,7 @@ def main() -> int:
     broker.start()
     print(f"broker {broker.service_url} pid {broker.pid} ready in {broker.start_seconds:.1f}s", flush=True)
     meta["broker_start_seconds"] = broker.start_seconds
-    timeout = 120 + args.messages * 0.003 + args.send_messages * 0.01
+    timeout = 120 + args.messages * 0.004 + args.send_messages * 0.01
     runs = []
     try:
         def config(name: str, tag: str, workloads) -> dict:
@@ -723,7 +869,36 @@ def main() -> int:
                 "topic_produce": f"pq-{name}-{tag}-{uid}-p", "topic_send": f"pq-{name}-{tag}-{uid}-s",
                 "topic_ticker": f"pq-{name}-{tag}-{uid}-t", "topic_fire": f"pq-{name}-{tag}-{uid}-f",
                 "workloads": list(workloads), "receiver_queue_size": args.receiver_queue_size,
+                "tree": spec.get("tree"),
             }
+
+        def fill_backlogs(cfg: dict, tag: str) -> None:
+            """The backlogs the client of cfg drains (consume, consume16), written just before its run
+            by the same filler for every client: the same entries, batched the same way, as fresh in the
+            broker's cache."""
+            topics = []
+            if "consume" in cfg["workloads"]:
+                cfg["topic_consume"] = f"{cfg['topic_produce'][:-2]}-c"
+                topics.append(cfg["topic_consume"])
+            if "consume16" in cfg["workloads"]:
+                cfg["topic_consume16"] = f"{cfg['topic_produce'][:-2]}-c{PARTITIONS}"
+                broker.create_partitioned_topic(cfg["topic_consume16"], PARTITIONS)
+                topics.append(cfg["topic_consume16"])
+            if not topics:
+                return
+            filler = "pulsarfast-threads-batching" if cfg["batching"] else "pulsarfast-threads"
+            fill = config(filler, tag, ("fill",))
+            fill["fill_topics"] = topics
+            fill["fill_subscriptions"] = [SUBSCRIPTION]
+            filled = run_child(fill, timeout).get("workloads", {}).get("fill", {})
+            if filled.get("ok") != args.messages * len(topics):
+                raise SystemExit(f"filling {', '.join(topics)} failed: {filled}")
+
+        def run_client(cfg: dict) -> dict:
+            if cfg["lib"] == "java":
+                from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
+                return pulsar_java.run_java_child(cfg, timeout + 60, STORAGE_ENTRIES_READ)
+            return run_child(cfg, timeout)
 
         if not args.no_warmup:
             # both clients, batched and not: the broker's JIT warms up its dispatch of large entries
@@ -755,22 +930,16 @@ def main() -> int:
 
         for run in range(1, args.runs + 1):
             for name in clients:
-                workloads = [w for w in WORKLOADS if not (w == "send" and CLIENTS[name]["batching"])
+                workloads = [w for w in WORKLOADS if w in selected
+                             and not (w == "send" and CLIENTS[name]["batching"])
                              and (w != "ticker" or name in TICKER_CLIENTS)]
+                if not workloads:
+                    continue
                 cfg = config(name, f"r{run}", workloads)
-                # the backlog this client drains, written just before by the same filler for every client
-                # (the same entries, batched the same way, as fresh in the broker's cache)
-                batching = CLIENTS[name]["batching"]
-                fill = config("pulsarfast-threads-batching" if batching else "pulsarfast-threads", f"r{run}fill",
-                              ("fill",))
-                fill["topic_consume"] = cfg["topic_consume"] = f"{cfg['topic_produce'][:-2]}-c"
-                fill["fill_subscriptions"] = [SUBSCRIPTION]
-                filled = run_child(fill, timeout).get("workloads", {}).get("fill", {})
-                if filled.get("ok") != args.messages:
-                    raise SystemExit(f"filling {fill['topic_consume']} failed: {filled}")
+                fill_backlogs(cfg, f"r{run}fill")
                 t = time.monotonic()
                 jit = jit_cpu_seconds(broker.pid)
-                result = run_child(cfg, timeout)
+                result = run_client(cfg)
                 result["broker_jit_seconds"] = round(jit_cpu_seconds(broker.pid) - jit, 3)
                 if "error" not in result:
                     check_run(broker, cfg, result)
@@ -796,11 +965,13 @@ def main() -> int:
             # where a target is missed, one more run of that client under cProfile shows where the time
             # goes (cProfile sees the calling thread only: the gevent rows show every task's work)
             for target in targets(rows):
-                if target["pass"] or (target["client"], target["what"]) in profiles:
+                if target["pass"] or (target["client"], target["what"]) in profiles \
+                        or target["client"].endswith(BASELINE_SUFFIX):
                     continue
                 print(f"profiling {target['client']}: {target['what']}", flush=True)
                 workload = next(w for what, w, *_ in TARGETS if what == target["what"])
-                cfg = config(target["client"], "profile", ("produce", "consume"))
+                cfg = config(target["client"], "profile", (workload,))
+                fill_backlogs(cfg, "profilefill")
                 cfg["profile"] = workload
                 result = run_child(cfg, timeout)
                 profiles[(target["client"], target["what"])] = result.get("profile") or result.get("error")
