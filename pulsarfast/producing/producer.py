@@ -26,7 +26,8 @@ With batching on, messages join an open batch that becomes one SEND frame
 (``num_messages``, the first message's sequence id and, when it holds more than one, the
 last one's as the highest sequence id, one
 ``SingleMessageMetadata`` per message) when it holds
-``batching_max_messages`` messages or ``batching_max_allowed_size_in_bytes``
+``batching_max_messages`` messages (or half of the partition's pending limit, whichever is
+fewer: ``_batch_messages``) or ``batching_max_allowed_size_in_bytes``
 bytes, when ``batching_max_publish_delay_ms`` has passed, or at ``flush()``,
 as the official client's (with ``batching_eager=True``, on the asyncio backend,
 also at the end of the loop's turn when no batch of the producer waits for its
@@ -121,7 +122,7 @@ from pulsarfast.producing.sendargs import check_callback, check_content, check_o
 from pulsarfast.wire import proto
 from pulsarfast.wire.chunks import chunk_frames
 from pulsarfast.transactions.transaction import Transaction
-from pulsarfast.wire.codec import encode_batch_entry, encode_send_frame
+from pulsarfast.wire.codec import encode_batch_entry, encode_send_frame, varint
 from pulsarfast.wire.txnframes import in_transaction
 from pulsarfast.wire.crypto import TAG_SIZE
 from pulsarfast.wire.hashing import partition_for_key
@@ -130,6 +131,8 @@ from pulsarfast.wire.message import Message, MessageId, batch_message_ids
 logger = logging.getLogger(__name__)
 
 SendCallback = Callable[[Result, "MessageId | None"], None]
+#: PartitionProducer.send's metadata_args of a message without options
+_NO_OPTIONS: tuple = (None, None, 0, b"")
 
 #: errors after which re-sending cannot help: the send fails (TopicTerminated fails them all: terminated())
 _FINAL_SEND_ERRORS = (Result.NotAllowedError, Result.ProducerBlockedQuotaExceededError,
@@ -182,9 +185,17 @@ class _Send:
         if members is None:
             self.resolve(result, message_id, error)
             return
-        ids = batch_message_ids(message_id, len(members)) if message_id is not None else [None] * len(members)
-        for member, member_id in zip(members, ids):
-            member.resolve(result, member_id, error)
+        if message_id is None:
+            for member in members:
+                member.resolve(result, None, error)
+            return
+        ids: list[MessageId] | None = None  # (made only when a member has a callback or a waiter)
+        for index, member in enumerate(members):
+            if member.callback is None and member.event is None:
+                continue  # (send_async(..., None): nobody reads its outcome; flush() waits on the group)
+            if ids is None:
+                ids = batch_message_ids(message_id, len(members))
+            member.resolve(result, ids[index], error)
 
     def resolve(self, result: Result, message_id: MessageId | None, error: BaseException | None) -> None:
         self.message_id = message_id
@@ -244,6 +255,12 @@ class PartitionProducer:
         self.last_sequence_id = initial_sequence_id if initial_sequence_id is not None else -1
         #: this partition's share of the messages that may wait for a receipt
         self.max_pending = max_pending
+        #: a batch closes at this many messages: batching_max_messages, but never more than half of
+        #: max_pending, so that one batch fills while the one before waits for its receipt. With
+        #: both at their default (1,000), a batch of max_pending messages stopped the sender for a
+        #: round trip per batch (the official client's does: its producer then waits, idle, for
+        #: each batch's receipt); two of 500 in flight keep it busy (benchmarks/pulsar_quick.py, fire)
+        self._batch_messages = max(1, min(settings.batching_max_messages, max_pending // 2))
         self._lock = self.backend.lock()
         self._pending: collections.deque[_Send] = collections.deque()
         self._link: _ProducerLink | None = None
@@ -489,6 +506,41 @@ class PartitionProducer:
             link.conn.flush()  # (outside the lock: see queue_frames)
         return send
 
+    def send_plain(self, payload: bytes, callback: SendCallback | None) -> None:
+        """``send_async(bytes, callback)`` without any option, schema or transaction: with batching on
+        (no encryption, no key-based batching), the message joins the open batch here, with its
+        entry's metadata written in place (what ``send`` does for it, without the checks and branches
+        that cannot apply); every other case, and a full queue, a closed or ended producer or an
+        open batch of a transaction, go through ``send``."""
+        settings = self.settings
+        if (not settings.batching_enabled or settings.encryptor is not None or self._key_based
+                or len(payload) > self.client.max_message_size):
+            self.send(payload, _NO_OPTIONS, None, callback, False)
+            return
+        with self._lock:
+            if (self.closed or self._ended is not None or self._waiting_messages >= self.max_pending
+                    or self._open_txn is not None):
+                link = None
+                slow = True
+            else:
+                slow = False
+                in_flight = bool(self._pending)
+                sequence_id = self._next_sequence_id
+                self._next_sequence_id = sequence_id + 1
+                self._waiting_messages += 1
+                timeout = settings.send_timeout
+                send = _Send(sequence_id, b"", callback, monotonic() + timeout if timeout else 0.0, None)
+                # (SingleMessageMetadata: payload_size (3) and sequence_id (8), as batch_entry_metadata)
+                entry = encode_batch_entry(b"\x18" + varint(len(payload)) + b"\x40" + varint(sequence_id), payload)
+                link = self._queue_locked(self._add_to_batch_locked(send, entry))
+                if link is not None and in_flight:
+                    self._flush_owed = True  # (written by the next receipt: see send)
+                    link = None
+        if slow:
+            self.send(payload, _NO_OPTIONS, None, callback, False)
+        elif link is not None:
+            link.conn.flush()
+
     def _queue_chunks_locked(self, sequence_id: int, name: bytes, payload: bytes, metadata_args: tuple,
                              max_size: int, callback: SendCallback | None, deadline: float, event: Any,
                              frames: list[bytes], seal: Any = None, txn_bits: tuple[int, int] | None = None) -> _Send:
@@ -527,7 +579,7 @@ class PartitionProducer:
         self._open.append((send, entry))
         self._open_bytes += len(entry)
         settings = self.settings
-        if (len(self._open) >= settings.batching_max_messages
+        if (len(self._open) >= self._batch_messages
                 or self._open_bytes >= settings.batching_max_allowed_size_in_bytes):
             return self._close_batch_locked()
         if self._batch_timer is None:
@@ -921,6 +973,15 @@ class Producer(HandedOut):
         transaction waits (in a task, its order kept) for the partition's registration."""
         check_callback(callback)
         try:
+            if (type(content) is bytes and properties is None and partition_key is None and ordering_key is None
+                    and sequence_id is None and replication_clusters is None and disable_replication is False
+                    and event_timestamp is None and deliver_at is None and deliver_after is None
+                    and transaction is None and self._value_schema is None):
+                self._client.check_usable()  # (the common send: bytes, no option; _send's checks that apply)
+                if self._closed:
+                    raise self._closed_error or AlreadyClosed("producer closed")
+                self._choose(content, None, None).send_plain(content, callback)
+                return
             self._send(content, callback, False, properties, partition_key, ordering_key, sequence_id,
                        replication_clusters, disable_replication, event_timestamp, deliver_at, deliver_after,
                        transaction)

@@ -59,6 +59,37 @@ def test_a_batch_closes_at_its_message_limit(client, pulsar_topic):
     assert all(sorted(v) == list(range(len(v))) for v in by_entry.values())
 
 
+def test_a_batch_holds_at_most_half_of_the_pending_limit(client, pulsar_topic):
+    # (so that one batch fills while the one before waits for its receipt)
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=1000,
+                                      max_pending_messages=20, block_if_queue_full=True,
+                                      batching_max_publish_delay_ms=60_000)
+    outcomes = send_outcomes(producer, [b"%d" % i for i in range(25)])
+    by_entry: dict = {}
+    for result, message_id in outcomes:
+        assert result == pulsar.Result.Ok
+        by_entry.setdefault(entry_of(message_id), []).append(message_id.batch_index())
+    assert sorted(len(v) for v in by_entry.values()) == [5, 10, 10]
+
+
+def test_fire_and_forget_sends_land_and_flush_waits_for_them(client, pulsar_broker, pulsar_topic):
+    # send_async(body, None), batched: no callback, no id made; flush() returns once all are stored
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, max_pending_messages=100,
+                                      block_if_queue_full=True, batching_max_publish_delay_ms=60_000)
+    bodies = [b"f-%d" % i for i in range(1000)]
+    for body in bodies:
+        producer.send_async(body, None)
+    producer.flush()
+    assert pulsar_broker.topic_stats(pulsar_topic)["msgInCounter"] == len(bodies)
+    got = []
+    for _ in bodies:
+        msg = consumer.receive(timeout_millis=RECEIVE_MS)
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    assert got == bodies
+
+
 def test_a_batch_closes_at_its_size_limit(client, pulsar_topic):
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=1000,
                                       batching_max_allowed_size_in_bytes=5000, batching_max_publish_delay_ms=60_000)
