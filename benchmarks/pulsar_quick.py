@@ -103,6 +103,8 @@ import pulsar_java  # (benchmarks/, this script's folder: on sys.path)
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_JSON = os.path.join(HERE, "results", "pulsar_quick.json")
+#: where a before/after (--baseline) or part (--workloads) run goes unless told: not the docs' source
+PARTIAL_JSON = os.path.join(HERE, "results", "pulsar_quick_partial.json")
 
 CLIENTS = {
     "pulsarfast-gevent": {"lib": "pulsarfast", "backend": "gevent", "batching": False,
@@ -773,7 +775,10 @@ def main() -> int:
     parser.add_argument("--no-warmup", action="store_true", help="skip the broker warm-up pass")
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra broker.conf entry (repeatable), e.g. journalFlushWhenQueueEmpty=true")
-    parser.add_argument("--json", default=DEFAULT_JSON, help="where to write the results")
+    parser.add_argument("--json", default=None,
+                        help=f"where to write the results (default {os.path.relpath(DEFAULT_JSON, REPO)}, the "
+                             "documentation's source; a run with --baseline or a --workloads subset: "
+                             f"{os.path.relpath(PARTIAL_JSON, REPO)})")
     parser.add_argument("--receiver-queue-size", type=int, default=1000,
                         help="the consumers' receiver_queue_size (1000: both clients' default)")
     parser.add_argument("--no-profile-misses", dest="profile_misses", action="store_false",
@@ -807,6 +812,8 @@ def main() -> int:
     for w in selected:
         if w not in WORKLOADS:
             parser.error(f"unknown workload {w!r}")
+    if args.json is None:
+        args.json = PARTIAL_JSON if args.baseline or set(selected) != set(WORKLOADS) else DEFAULT_JSON
 
     broker_config = {}
     for item in args.broker_config:

@@ -153,7 +153,9 @@ def pulsar_section(results_dir: str) -> str | None:
         with open(on_loop) as f:
             table += ("\n\n##### asyncio: `pulsarfast.asyncio` beside `pulsar.asyncio` (`benchmarks/pulsar_asyncio.py`)\n\n"
                       + json.load(f)["markdown"])
-    return "#### Pulsar (pulsarfast beside the official client, `make bench-pulsar`)\n\n" + table
+    clients = data.get("meta", {}).get("clients", [])
+    java = " and the Java client" if any(name.startswith("java") for name in clients) else ""
+    return "#### Pulsar (pulsarfast beside the official client%s, `make bench-pulsar`)\n\n" % java + table
 
 
 def import_time_section(results_dir: str) -> str | None:
