@@ -1324,13 +1324,21 @@ class Consumer(HandedOut):
         """The next message; waits at most timeout_millis (then raises Timeout), or for ever.
         A KeyboardInterrupt while waiting raises ``ReceiveInterrupted`` (an ``Interrupted``
         that is also a KeyboardInterrupt)."""
-        # the fast path: a message of an arrived batch is ready (no queue, no lock but the permits')
+        # the fast path: a message of an arrived batch is ready (no lock but the permits'), or an
+        # arrived entry waits in the queue (an unbatched producer's: one message each)
         ready = self._ready
-        if ready and not self._returned and self._usable and self._listener is None \
+        if not self._returned and self._usable and self._listener is None \
                 and (timeout_millis is None or type(timeout_millis) is int) and self.backend.in_backend_context():
+            if not ready:
+                queue = self._queue
+                if not queue.empty():
+                    try:
+                        self._accept(queue.get(False))  # (_CLOSED is put back for the waiting path below)
+                    except _queue.Empty:  # (another thread took it)
+                        pass
             try:
                 consumer, epoch, message = ready.popleft()
-            except IndexError:  # (another thread took the last one)
+            except IndexError:  # (nothing ready, or another thread took the last one)
                 pass
             else:
                 handed = self._hand_out(consumer, epoch, message)
@@ -1446,8 +1454,11 @@ class Consumer(HandedOut):
         if item is not _WAKE:
             consumer, epoch, messages = item
             if epoch == consumer.epoch:
-                self._ready.extend(zip(itertools.repeat(consumer, len(messages)),
-                                       itertools.repeat(epoch, len(messages)), messages))
+                if len(messages) == 1:  # (an unbatched producer's entry)
+                    self._ready.append((consumer, epoch, messages[0]))
+                else:
+                    self._ready.extend(zip(itertools.repeat(consumer, len(messages)),
+                                           itertools.repeat(epoch, len(messages)), messages))
             else:  # (a batch of an earlier epoch, dropped whole)
                 consumer.dropped(epoch, len(messages))
         return None

@@ -148,14 +148,15 @@ def key_values(number: int, pairs: Mapping[str, str] | Iterable[tuple[str, str]]
 
 def message_id_data(ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1,
                     batch_size: int = 0) -> bytes:
-    """MessageIdData {ledgerId = 1; entryId = 2; partition = 3; batch_index = 4; batch_size = 6}."""
-    out = f_uint(1, ledger_id) + f_uint(2, entry_id)
+    """MessageIdData {ledgerId = 1; entryId = 2; partition = 3; batch_index = 4; batch_size = 6}
+    (the fields' keys written out: every acknowledgement makes one)."""
+    out = b"\x08" + varint(ledger_id) + b"\x10" + varint(entry_id)
     if partition >= 0:
-        out += f_uint(3, partition)
+        out += b"\x18" + varint(partition)
     if batch_index >= 0:
-        out += f_uint(4, batch_index)
+        out += b"\x20" + varint(batch_index)
     if batch_size > 0:
-        out += f_uint(6, batch_size)
+        out += b"\x30" + varint(batch_size)
     return out
 
 
@@ -345,9 +346,8 @@ def ack(consumer_id: int, ack_type: int, message_ids: Iterable[bytes], validatio
     """CommandAck of serialized MessageIdData (several for individual acks); in a transaction
     (txn: its (most, least) bits) with txnid_least_bits = 6, txnid_most_bits = 7; with a
     request_id = 8 the broker answers ACK_RESPONSE."""
-    body = f_uint(1, consumer_id) + f_uint(2, ack_type)
-    for message_id in message_ids:
-        body += f_bytes(3, message_id)
+    body = f_uint(1, consumer_id) + f_uint(2, ack_type) + b"".join(
+        b"\x1a" + varint(len(message_id)) + message_id for message_id in message_ids)  # (field 3, bytes)
     if validation_error is not None:
         body += f_uint(4, validation_error)
     if txn is not None:
