@@ -5,7 +5,8 @@ among them) and run in a JVM of its own per client run.
 ``run_java_child(cfg, timeout)`` takes the same config a Python child gets and returns a result of
 the same shape (``{"lib_file", "workloads": {...}}`` or ``{"error", ...}``), so pulsar_quick.py
 checks and summarizes it like the others. The JVM times each workload itself (its start-up and an
-in-process warm-up are outside the timed parts: see QuickBench.java).
+in-process warm-up are outside the timed parts: see QuickBench.java); with cfg["topic_warmup16"] (a
+partitioned topic the caller made) the warm-up also consumes from a partitioned topic.
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def java_argv(cfg: dict, metric: str) -> list:
         f"warmupMessages={cfg.get('java_warmup_messages', WARMUP_MESSAGES)}",
         f"topicWarmup={cfg['topic_produce'][:-2]}-w",
     ]
+    if cfg.get("topic_warmup16"):
+        argv.append(f"topicWarmup16={cfg['topic_warmup16']}")
     return argv
 
 

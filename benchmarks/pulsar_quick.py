@@ -904,6 +904,9 @@ def main() -> int:
         def run_client(cfg: dict) -> dict:
             if cfg["lib"] == "java":
                 from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
+                if "consume16" in cfg["workloads"]:  # (its JVM warms up a partitioned consumer too)
+                    cfg["topic_warmup16"] = f"{cfg['topic_produce'][:-2]}-w{PARTITIONS}"
+                    broker.create_partitioned_topic(cfg["topic_warmup16"], PARTITIONS)
                 return pulsar_java.run_java_child(cfg, timeout + 60, STORAGE_ENTRIES_READ)
             return run_child(cfg, timeout)
 

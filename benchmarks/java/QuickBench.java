@@ -5,15 +5,16 @@
 // Arguments: key=value pairs (see Args below): url, brokerPid, clkTck, webUrl, metric, workloads
 // (comma-separated: produce, consume, consume16, fire, send), messages, sendMessages, batching,
 // receiverQueue, subscription, topicProduce, topicConsume, topicConsume16, topicFire, topicSend,
-// warmupMessages, topicWarmup.
+// warmupMessages, topicWarmup, topicWarmup16 (a partitioned topic, optional).
 //
 // Producers: maxPendingMessages 1000, blockIfQueueFull, batching on or off; batched: 1000 messages,
 // 128 KiB and a 10 ms publish delay (the C++/Python clients' defaults; Java's own delay default is
 // 1 ms). Consumers: Shared, Earliest, receiverQueueSize as told (1000).
 //
 // Warm-up (not timed, before any workload): warmupMessages messages produced with sendAsync and a
-// callback, as many fire-and-forget, and consumed with receive + acknowledge, on a topic of its own,
-// so the JIT has compiled the client's paths before the timed part.
+// callback, as many fire-and-forget, and consumed with receive + acknowledge, on a topic of its own
+// (and, given topicWarmup16, as many fired and consumed on a partitioned one), so the JIT has
+// compiled the client's paths before the timed part.
 //
 // CPU: this process's CPU time from com.sun.management.OperatingSystemMXBean.getProcessCpuTime()
 // (every thread of the JVM: the client's I/O threads, GC and JIT too), the broker's utime+stime from
@@ -347,6 +348,12 @@ public class QuickBench {
                 produce(topic, bodies, null);
                 fire(topic, bodies, null);
                 consume(topic, 2 * warm, bodies, null);
+                if (args.containsKey("topicWarmup16")) {  // (a partitioned topic: its consumer's paths)
+                    String partitioned = arg("topicWarmup16");
+                    consumer(partitioned).close();
+                    fire(partitioned, bodies, null);
+                    consume(partitioned, warm, bodies, null);
+                }
                 out.put("warmup_seconds", (System.nanoTime() - began) / 1e9);
             }
             Meter meter = new Meter();
