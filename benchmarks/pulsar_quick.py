@@ -639,22 +639,35 @@ def targets(rows: list) -> list:
     return out
 
 
-#: the main table's columns, and their short names in its runs column
+#: the main table's columns (those the run has), their headings and short names in its runs column
 TABLE_WORKLOADS = ("produce", "fire", "consume", "consume16", "send")
+HEADINGS = {"produce": "produce msgs/s (client / broker CPU µs per msg)",
+            "fire": "fire-and-forget produce msgs/s (client / broker)",
+            "consume": "consume msgs/s (client / broker)",
+            "consume16": f"consume, {PARTITIONS}-partition topic msgs/s (client / broker)",
+            "send": "blocking send msgs/s"}
+RATIO_HEADINGS = {"produce": "produce", "fire": "fire-and-forget", "consume": "consume",
+                  "consume16": f"consume, {PARTITIONS} partitions", "send": "blocking send"}
 SHORT = {"produce": "prod", "fire": "fire", "consume": "cons", "consume16": "c16", "send": "send"}
+
+
+def table_workloads(rows: list) -> list:
+    """The main table's workloads this run measured (a --workloads run shows only its own)."""
+    return [w for w in TABLE_WORKLOADS if any(row["workload"] == w for row in rows)]
 
 
 def java_ratios(rows: list, clients: list) -> list:
     """Lines of a table: each pulsarfast client's median rate over the Java client's with the same
     batching setting, per workload (nothing when the Java rows are not in the run)."""
     lines = []
+    columns = table_workloads(rows)
     for name in clients:
         spec = CLIENTS[name]
         if spec["lib"] != "pulsarfast":
             continue
         java = "java-batching" if spec["batching"] else "java"
         cells = []
-        for workload in TABLE_WORKLOADS:
+        for workload in columns:
             ours, theirs = _row(rows, name, workload), _row(rows, java, workload)
             ratio = ours["rate"] / theirs["rate"] if ours and theirs and ours["rate"] and theirs["rate"] else None
             cells.append(fmt(ratio, ".2f") + "×" if ratio is not None else "")
@@ -664,12 +677,13 @@ def java_ratios(rows: list, clients: list) -> list:
         return []
     return ["", "pulsarfast over the Java client (its median rate over the Java client's, the same batching "
             "setting, same run)", "",
-            "| client | Java row | produce | fire-and-forget | consume | consume, "
-            f"{PARTITIONS} partitions | blocking send |", "|---|---|---:|---:|---:|---:|---:|"] + lines
+            "| client | Java row | " + " | ".join(RATIO_HEADINGS[w] for w in columns) + " |",
+            "|---|---|" + "---:|" * len(columns)] + lines
 
 
 def markdown(rows: list, meta: dict) -> str:
     config = ", ".join(f"{k}={v}" for k, v in meta["broker_config"].items()) or "tests/support/pulsar_broker.py defaults"
+    columns = table_workloads(rows)
     lines = [
         f"Pulsar {meta['pulsar_version']} standalone (JVM: {' '.join(meta['broker_jvm_args'])}), "
         f"{meta['messages']:,} × {PAYLOAD_SIZE} B messages (blocking send: {meta['send_messages']:,}), "
@@ -680,17 +694,15 @@ def markdown(rows: list, meta: dict) -> str:
         f"{100 * meta['warmup_jit_share'][-1] if meta.get('warmup_jit_share') else float('nan'):.0f}% of a core; "
         f"{meta['started']}.",
         "",
-        "| client | produce msgs/s (client / broker CPU µs per msg) | fire-and-forget produce msgs/s (client / "
-        f"broker) | consume msgs/s (client / broker) | consume, {PARTITIONS}-partition topic msgs/s (client / "
-        "broker) | blocking send msgs/s | runs | check |",
-        "|---|---:|---:|---:|---:|---:|---|---|",
+        "| client | " + " | ".join(HEADINGS[w] for w in columns) + " | runs | check |",
+        "|---|" + "---:|" * len(columns) + "---|---|",
     ]
     for name in meta["clients"]:
         cells = []
         label = CLIENTS[name]["label"]
         runs = []
         fails = []
-        for workload in TABLE_WORKLOADS:
+        for workload in columns:
             row = _row(rows, name, workload)
             if row is None:
                 cells.append("")

@@ -336,8 +336,8 @@ public class QuickBench {
         int n = Integer.parseInt(arg("messages"));
         Map<String, Object> results = new LinkedHashMap<>();
         Map<String, Object> out = new LinkedHashMap<>();
-        out.put("lib_file", PulsarClient.class.getProtectionDomain().getCodeSource().getLocation().getPath());
         client = PulsarClient.builder().serviceUrl(arg("url")).build();
+        out.put("lib_file", client.getClass().getProtectionDomain().getCodeSource().getLocation().getPath());
         try {
             int warm = Integer.parseInt(args.getOrDefault("warmupMessages", "0"));
             if (warm > 0) {
