@@ -39,8 +39,9 @@ Clients:
                       checkout with its extensions built in place), labelled "(baseline)", run in the
                       same rounds, interleaved with this checkout's (as benchmarks/run.py --baseline).
 
-Every producer: max_pending_messages=1000 (the default of both) and block_if_queue_full=True
-(without it send_async of 100k messages fails with ProducerQueueIsFull in both clients).
+Every producer: max_pending_messages=1000 (the default of both Python clients; the Java client's
+maxPendingMessages is set to it too) and block_if_queue_full=True (without it send_async of 100k
+messages fails with ProducerQueueIsFull in both Python clients).
 
 The consume backlog is written right before each client's run (see consume above), its
 subscription made first, so it holds all of it; a client's produce
@@ -80,10 +81,13 @@ Usage:
     .venv/bin/python benchmarks/pulsar_quick.py                # 100,000 messages, 5 runs
     .venv/bin/python benchmarks/pulsar_quick.py --broker-config journalFlushWhenQueueEmpty=true
     .venv/bin/python benchmarks/pulsar_quick.py --workloads consume,consume16 --clients java,official
-    git worktree add /tmp/base HEAD~3 && (cd /tmp/base && $OLDPWD/.venv/bin/python setup.py build_ext --inplace)
+    mkdir /tmp/base && git archive HEAD~3 | tar -x -C /tmp/base      # the code before a change, then
+    (cd /tmp/base && $OLDPWD/.venv/bin/python setup.py build_ext --inplace)   # its extensions in place
     .venv/bin/python benchmarks/pulsar_quick.py --baseline /tmp/base --workloads consume16 \
         --clients pulsarfast-threads-batching,pulsarfast-threads-batching-base,official-batching
-Writes benchmarks/results/pulsar_quick.json (every run) and prints a Markdown table.
+Writes benchmarks/results/pulsar_quick.json (every run; update_docs.py puts its table in
+docs/benchmarks.md) and prints a Markdown table; a --baseline run or one of some --workloads writes
+benchmarks/results/pulsar_quick_partial.json instead, unless --json says where.
 """
 from __future__ import annotations
 
