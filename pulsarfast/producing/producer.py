@@ -532,6 +532,14 @@ class PartitionProducer:
                 send = _Send(sequence_id, b"", callback, monotonic() + timeout if timeout else 0.0, None)
                 # (SingleMessageMetadata: payload_size (3) and sequence_id (8), as batch_entry_metadata)
                 entry = encode_batch_entry(b"\x18" + varint(len(payload)) + b"\x40" + varint(sequence_id), payload)
+                size = self._open_bytes + len(entry)
+                if (self._batch_timer is not None and len(self._open) + 1 < self._batch_messages
+                        and size < settings.batching_max_allowed_size_in_bytes
+                        and (in_flight or not settings.batching_eager)):
+                    # the batch goes on filling (none of _add_to_batch_locked's cases applies)
+                    self._open.append((send, entry))
+                    self._open_bytes = size
+                    return
                 link = self._queue_locked(self._add_to_batch_locked(send, entry))
                 if link is not None and in_flight:
                     self._flush_owed = True  # (written by the next receipt: see send)
