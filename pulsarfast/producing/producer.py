@@ -490,10 +490,12 @@ class PartitionProducer:
                             self._pending.append(send)
                             frames.append(frame)
                     link = self._queue_locked(frames)
-                    if link is not None and in_flight and not wait:
+                    if link is not None and in_flight and not wait and not batched:
                         # A send that nobody waits on, behind frames waiting for their receipts:
                         # the next receipt writes it, with whatever else joined it meanwhile (one
-                        # write for many frames, as the broker's answers clock them out).
+                        # write for many frames, as the broker's answers clock them out). A batch
+                        # that closed is written at once: it is many messages already, and held
+                        # back it would reach the broker only after the one before's receipt.
                         self._flush_owed = True
                         link = None
                     break
@@ -540,10 +542,9 @@ class PartitionProducer:
                     self._open.append((send, entry))
                     self._open_bytes = size
                     return
+                # (a batch that closed here is written at once, even behind one waiting for its
+                # receipt: two batches on the wire, not one after the other's receipt)
                 link = self._queue_locked(self._add_to_batch_locked(send, entry))
-                if link is not None and in_flight:
-                    self._flush_owed = True  # (written by the next receipt: see send)
-                    link = None
         if slow:
             self.send(payload, _NO_OPTIONS, None, callback, False)
         elif link is not None:
