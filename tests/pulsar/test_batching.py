@@ -16,6 +16,15 @@ RECEIVE_MS = 10_000
 EMPTY_MS = 500
 
 
+def batch_indexes_by_entry(outcomes: list) -> dict:
+    """Every send Ok: each entry's batch indexes, in send order."""
+    by_entry: dict = {}
+    for result, message_id in outcomes:
+        assert result == pulsar.Result.Ok
+        by_entry.setdefault(entry_of(message_id), []).append(message_id.batch_index())
+    return by_entry
+
+
 def test_batched_messages_get_their_own_ids_and_arrive_with_them(client, pulsar_topic):
     consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     # (a long publish delay: only the count and flush() close a batch, however loaded the machine)
@@ -50,11 +59,7 @@ def test_batched_messages_get_their_own_ids_and_arrive_with_them(client, pulsar_
 def test_a_batch_closes_at_its_message_limit(client, pulsar_topic):
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=10,
                                       batching_max_publish_delay_ms=60_000)
-    outcomes = send_outcomes(producer, [b"%d" % i for i in range(25)])
-    by_entry: dict = {}
-    for result, message_id in outcomes:
-        assert result == pulsar.Result.Ok
-        by_entry.setdefault(entry_of(message_id), []).append(message_id.batch_index())
+    by_entry = batch_indexes_by_entry(send_outcomes(producer, [b"%d" % i for i in range(25)]))
     assert sorted(len(v) for v in by_entry.values()) == [5, 10, 10]
     assert all(sorted(v) == list(range(len(v))) for v in by_entry.values())
 
@@ -64,11 +69,7 @@ def test_a_batch_holds_at_most_half_of_the_pending_limit(client, pulsar_topic):
     producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=1000,
                                       max_pending_messages=20, block_if_queue_full=True,
                                       batching_max_publish_delay_ms=60_000)
-    outcomes = send_outcomes(producer, [b"%d" % i for i in range(25)])
-    by_entry: dict = {}
-    for result, message_id in outcomes:
-        assert result == pulsar.Result.Ok
-        by_entry.setdefault(entry_of(message_id), []).append(message_id.batch_index())
+    by_entry = batch_indexes_by_entry(send_outcomes(producer, [b"%d" % i for i in range(25)]))
     assert sorted(len(v) for v in by_entry.values()) == [5, 10, 10]
 
 
