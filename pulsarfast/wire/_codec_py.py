@@ -605,9 +605,17 @@ def split_batch_decoded(payload: Any, count: int) -> list:
     return [(decode_single_metadata(metadata), body) for metadata, body in split_batch(payload, count)]
 
 
+def untrack(objects: list) -> None:
+    """The compiled codec takes the consumer's received messages and ids out of the cycle
+    collector's view (they can never be part of a cycle; see ``_codec.untrack``). Python has
+    no way to do that: here they stay tracked, which changes nothing but the collector's work."""
+    if type(objects) is not list:
+        raise TypeError("untrack() takes a list, not %s" % type(objects).__name__)
+
+
 __all__ = [
     "MAGIC_CRC32C", "DEFAULT_MAX_FRAME_SIZE", "WIRE_VARINT", "WIRE_FIXED64", "WIRE_BYTES", "WIRE_FIXED32",
     "crc32c", "varint", "read_fields", "encode_simple", "encode_payload", "FrameDecoder", "split_batch",
     "encode_batch_entry", "encode_send_frame", "decode_message", "decode_single_metadata", "split_batch_decoded",
-    "GENERIC_METADATA_FIELDS",
+    "GENERIC_METADATA_FIELDS", "untrack",
 ]

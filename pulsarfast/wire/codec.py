@@ -39,6 +39,7 @@ encode_send_frame = _impl.encode_send_frame
 decode_message = _impl.decode_message
 decode_single_metadata = _impl.decode_single_metadata
 split_batch_decoded = _impl.split_batch_decoded
+untrack = _impl.untrack
 GENERIC_METADATA_FIELDS: frozenset = _impl.GENERIC_METADATA_FIELDS
 
 __all__ = [

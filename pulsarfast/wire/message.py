@@ -14,6 +14,7 @@ from typing import Any
 
 from pulsarfast.base.results import InvalidMessage, ProtocolError
 from pulsarfast.wire import proto
+from pulsarfast.wire.codec import untrack
 from pulsarfast.wire.cryptokeys import EncryptionContext
 
 _MAX_U64 = (1 << 64) - 1
@@ -336,6 +337,8 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
         message._single = single
         message._shared = shared
         append(message)
+    untrack(ids)  # (no cycle can pass through them: the collector need not scan them while they queue)
+    untrack(messages)
     return messages, skipped
 
 

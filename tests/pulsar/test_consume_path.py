@@ -10,6 +10,7 @@ are granted when the application waits, and the fields of a batch's messages
 are each message's own."""
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -98,6 +99,27 @@ def test_a_batch_messages_fields_are_each_its_own(client, pulsar_topic):
     assert [m.sequence_id() for m in messages] == list(range(messages[0].sequence_id(),
                                                              messages[0].sequence_id() + 10))
     producer.close()
+
+
+def test_a_received_batchs_messages_are_left_out_of_the_cycle_collector(client, pulsar_topic):
+    # (thousands queue in a consumer: tracked, they set off full collections; see codec.untrack)
+    consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=5,
+                                      batching_max_publish_delay_ms=60_000)
+    for index in range(5):
+        producer.send_async(b"body-%d" % index, None, properties={"index": str(index)})
+    producer.flush()
+    messages = [consumer.receive(RECEIVE_MS) for _ in range(5)]
+    compiled = codec.IMPLEMENTATION == "cython"
+    for index, message in enumerate(messages):
+        assert message.data() == b"body-%d" % index and message.properties() == {"index": str(index)}
+        assert message.message_id().batch_index() == index
+        assert gc.is_tracked(message) is not compiled
+        assert gc.is_tracked(message.message_id()) is not compiled
+    for message in messages:
+        consumer.acknowledge(message)
+    producer.close()
+    consumer.close()
 
 
 def test_acknowledged_batches_leave_no_backlog_after_close(client, pulsar_broker, pulsar_topic, backend):

@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import array
+import gc
 import os
 import random
 import struct
 import subprocess
 import sys
+import weakref
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -1311,6 +1313,35 @@ def test_split_batch_decoded(wire):
     assert len(wire.split_batch(entry, 1)) == 1
     with pytest.raises(ProtocolError):
         wire.split_batch_decoded(entry, 1)
+
+
+def test_split_batch_decoded_metadata_is_out_of_the_cycle_collector_when_compiled(wire):
+    # (each tuple holds a dict, which keeps CPython from untracking it on its own)
+    payload = wire.encode_batch_entry(proto.single_message_metadata(2, {"k": "v"}), b"ab") * 2
+    entries = wire.split_batch_decoded(payload, 2)
+    assert [single for single, _ in entries] == [({"k": "v"}, None, 2, False, 0, None, None, False)] * 2
+    assert [gc.is_tracked(single) for single, _ in entries] == [wire is py] * 2
+
+
+def test_untrack_leaves_objects_usable_and_freed_by_reference_counting(wire):
+    class Slotted:
+        __slots__ = ("value", "__weakref__")
+
+    objects = [Slotted() for _ in range(3)]
+    for index, obj in enumerate(objects):
+        obj.value = (index, "text", b"bytes")
+    freed = []
+    finalizers = [weakref.finalize(obj, freed.append, index) for index, obj in enumerate(objects)]
+    assert wire.untrack(objects) is None
+    assert [gc.is_tracked(obj) for obj in objects] == [wire is py] * 3
+    assert [obj.value for obj in objects] == [(index, "text", b"bytes") for index in range(3)]
+    del obj
+    objects.clear()  # (the last references: freed at once, with no collection)
+    assert sorted(freed) == [0, 1, 2]
+    assert not any(finalizer.alive for finalizer in finalizers)
+    for not_a_list in (None, (Slotted(),)):
+        with pytest.raises(TypeError):
+            wire.untrack(not_a_list)
 
 
 @pytest.mark.parametrize("payload, count", test_split_batch_errors.pytestmark[0].args[1])
