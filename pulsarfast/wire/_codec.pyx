@@ -1359,7 +1359,7 @@ def split_batch_decoded(payload, count) -> list:
     return entries
 
 
-def untrack(list objects not None) -> None:
+def untrack(list objects not None, Py_ssize_t start=0) -> None:
     """Take objects out of the cycle collector's view (``PyObject_GC_UnTrack``).
 
     For the consumer's received messages and their ids: slotted objects whose
@@ -1370,7 +1370,13 @@ def untrack(list objects not None) -> None:
     generation and set off a full collection every few thousand messages
     (a quarter of a 16-partition consumer's CPU). Reference counting still frees
     them. The pure-Python twin cannot untrack and leaves them as they are.
+
+    Only ``objects[start:]``: a builder of many untracks each stretch as it goes, so that
+    a collection its own allocations set off finds few of them tracked (one that does
+    moves them to an older generation, which counts toward the next full collection).
     """
-    cdef object obj
-    for obj in objects:
-        PyObject_GC_UnTrack(<void*>obj)
+    cdef Py_ssize_t index
+    if start < 0:
+        raise ValueError("untrack() start must be >= 0, not %d" % start)
+    for index in range(start, len(objects)):
+        PyObject_GC_UnTrack(<void*>objects[index])

@@ -605,12 +605,14 @@ def split_batch_decoded(payload: Any, count: int) -> list:
     return [(decode_single_metadata(metadata), body) for metadata, body in split_batch(payload, count)]
 
 
-def untrack(objects: list) -> None:
+def untrack(objects: list, start: int = 0) -> None:
     """The compiled codec takes the consumer's received messages and ids out of the cycle
     collector's view (they can never be part of a cycle; see ``_codec.untrack``). Python has
     no way to do that: here they stay tracked, which changes nothing but the collector's work."""
     if type(objects) is not list:
         raise TypeError("untrack() takes a list, not %s" % type(objects).__name__)
+    if operator.index(start) < 0:
+        raise ValueError("untrack() start must be >= 0, not %d" % start)
 
 
 __all__ = [

@@ -18,6 +18,7 @@ import pytest
 import pulsarfast as pulsar
 import pulsarfast.consuming.consumer as consumer_module
 from pulsarfast.wire import codec, proto
+from pulsarfast.wire.message import UNTRACK_STRETCH
 from tests.support.pulsar_broker import STORAGE_ENTRIES_READ
 from tests.support.pulsar_helpers import bodies_of, produce, subscription_stats
 from tests.support.waiting import run_blocking, wait_for
@@ -104,12 +105,13 @@ def test_a_batch_messages_fields_are_each_its_own(client, pulsar_topic):
 def test_a_received_batchs_messages_are_left_out_of_the_cycle_collector(client, pulsar_topic):
     # (thousands queue in a consumer: tracked, they set off full collections; see codec.untrack)
     consumer = client.subscribe(pulsar_topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=5,
+    count = UNTRACK_STRETCH + 5  # (more than one stretch of codec.untrack)
+    producer = client.create_producer(pulsar_topic, batching_enabled=True, batching_max_messages=count,
                                       batching_max_publish_delay_ms=60_000)
-    for index in range(5):
+    for index in range(count):
         producer.send_async(b"body-%d" % index, None, properties={"index": str(index)})
     producer.flush()
-    messages = [consumer.receive(RECEIVE_MS) for _ in range(5)]
+    messages = [consumer.receive(RECEIVE_MS) for _ in range(count)]
     compiled = codec.IMPLEMENTATION == "cython"
     for index, message in enumerate(messages):
         assert message.data() == b"body-%d" % index and message.properties() == {"index": str(index)}

@@ -1344,6 +1344,22 @@ def test_untrack_leaves_objects_usable_and_freed_by_reference_counting(wire):
             wire.untrack(not_a_list)
 
 
+def test_untrack_from_start_leaves_the_ones_before_alone(wire):
+    class Slotted:
+        __slots__ = ("value",)
+
+    objects = [Slotted() for _ in range(5)]
+    wire.untrack(objects, 3)
+    assert [gc.is_tracked(obj) for obj in objects] == [True] * 3 + [wire is py] * 2
+    wire.untrack(objects, 5)  # (nothing from there: no error)
+    wire.untrack(objects, 9)
+    assert [gc.is_tracked(obj) for obj in objects] == [True] * 3 + [wire is py] * 2
+    with pytest.raises(ValueError):
+        wire.untrack(objects, -1)
+    with pytest.raises(TypeError):
+        wire.untrack(objects, "1")
+
+
 @pytest.mark.parametrize("payload, count", test_split_batch_errors.pytestmark[0].args[1])
 def test_split_batch_decoded_errors(wire, payload, count):
     with pytest.raises(ProtocolError):
