@@ -287,6 +287,10 @@ class GeventBackend(Backend):
     def in_backend_context(self) -> bool:
         return self._thread_ident() == self._hub_thread
 
+    def may_call_inline(self) -> bool:
+        # (in_backend_context's test, without its call: every acknowledge() asks)
+        return self._thread_ident() == self._hub_thread
+
     def may_wait(self) -> bool:
         # (a greenlet of the hub's thread; never the hub itself, where a wait would stop the loop)
         return self._thread_ident() == self._hub_thread and self._gevent.getcurrent() is not self._hub

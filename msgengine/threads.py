@@ -41,6 +41,9 @@ class ThreadsBackend(Backend):
     def lock(self) -> Any:
         return threading.RLock()
 
+    def may_call_inline(self) -> bool:
+        return True  # (every thread is in the backend's context: in_backend_context's answer, without its call)
+
     def mutex(self) -> Any:
         return threading.Lock()
 

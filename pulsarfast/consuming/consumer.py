@@ -124,6 +124,7 @@ import weakref
 from typing import Any, Callable, TypedDict
 
 from msgengine.flow import FlowControl, LinkCredit
+from msgengine.primitives import lock_or_none
 from msgengine.runtime import ProcessLock, from_any_thread, monotonic, on_fork_in_child, start_os_thread
 
 from pulsarfast.base.enums import ConsumerCryptoFailureAction, ConsumerType, InitialPosition
@@ -328,6 +329,7 @@ class TopicConsumer:
         self.credit = LinkCredit(self.consumer_id, max_credit=1 << 30)
         self.backend = self.client.backend
         self._lock = self.backend.lock()
+        self._read_lock = lock_or_none(self._lock)  # (message_read's, for every message: None under gevent)
         self._link: _ConsumerLink | None = None
         self._linked = self.client.backend.event()  # (set while subscribed: seek and queries wait for it)
         self._read_since_flow = 0
@@ -522,7 +524,10 @@ class TopicConsumer:
         """The application took one of this partition's messages from the queue (or ``count``
         messages were skipped unread): their permits are owed to the broker, and go when
         ``_grant_now`` says."""
-        with self._lock:
+        lock = self._read_lock  # (self._lock, acquired only when it does something)
+        if lock is not None:
+            lock.acquire()
+        try:
             self._read_since_flow += count
             owed = self._owed + count
             self._owed = owed
@@ -535,6 +540,9 @@ class TopicConsumer:
                 return
             grant = self._grant_now()
             link = self._link
+        finally:
+            if lock is not None:
+                lock.release()
         if link is not None and not link.closed:
             self._flow(link, grant)
 
