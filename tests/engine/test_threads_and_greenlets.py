@@ -20,6 +20,7 @@ import pytest
 import nsq
 from msgengine.errors import CallTimeoutError
 from nsq.errors import HubThreadError
+from msgengine.primitives import NULL_LOCK, NullLock, lock_or_none
 from msgengine.runtime import get_backend, os_thread_ident
 from tests.support.servers import PROGRAMS_DIR
 from tests.support.subprocess_programs import Program, program_env
@@ -47,6 +48,35 @@ def _call(fn, args):
         return ("ok", fn(*args))
     except BaseException as exc:  # noqa: BLE001 - reported to the test
         return ("raised", exc)
+
+
+# -- where a call may run ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend_name", ["gevent", "threads"])
+def test_may_call_inline_answers_as_in_backend_context_on_each_thread(backend_name):
+    # (both backends answer may_call_inline() directly, without asking in_backend_context())
+    b = get_backend(backend_name)
+    assert b.may_call_inline() is True and b.in_backend_context() is True
+    thread = in_os_thread(lambda: (b.may_call_inline(), b.in_backend_context()))
+    thread.join(WAIT)
+    expected = backend_name == "threads"  # (under gevent another OS thread is outside the hub's context)
+    assert thread.outcome == ("ok", (expected, expected))
+
+
+def test_lock_or_none_drops_only_a_lock_that_does_nothing():
+    assert lock_or_none(NULL_LOCK) is None
+    hub = get_backend("gevent")
+    lock = hub.lock()  # (a NullLock; one that checks the caller's thread when the checks are on, as in tests)
+    assert lock_or_none(lock) is (lock if hub.checked else None)
+    real = get_backend("threads").lock()
+    assert lock_or_none(real) is real
+
+    class Checking(NullLock):  # (as gevent's with its checks on: it does something, so it stays)
+        __slots__ = ()
+
+    checking = Checking()
+    assert lock_or_none(checking) is checking
 
 
 # -- the door -----------------------------------------------------------------------------
