@@ -294,22 +294,27 @@ class Message:
 UNTRACK_STRETCH = 128
 
 
-def _batch_ids(partition: int, ledger: int, entry: int, count: int, topic: str | None) -> list[MessageId]:
-    """The ids of an entry's count batch messages, filled without the constructor (the producer's
-    receipts: ``batch_message_ids``)."""
+def _batch_ids(partition: int, ledger: int, entry: int, count: int, topic: str | None,
+               delivery: BatchDelivery | None) -> list[MessageId]:
+    """The ids of an entry's count batch messages, filled without the constructor (a hot path
+    of both the consumer and the producer). A received batch's (with its ``delivery``) are
+    left out of the cycle collector: nothing in them can lead back to them."""
     new = object.__new__
     ids: list[MessageId] = []
     append = ids.append
-    for index in range(count):
-        message_id = new(MessageId)
-        message_id._partition = partition
-        message_id._ledger_id = ledger
-        message_id._entry_id = entry
-        message_id._batch_index = index
-        message_id._batch_size = count
-        message_id.topic = topic
-        message_id.batch = None
-        append(message_id)
+    for start in range(0, count, UNTRACK_STRETCH):
+        for index in range(start, min(count, start + UNTRACK_STRETCH)):
+            message_id = new(MessageId)
+            message_id._partition = partition
+            message_id._ledger_id = ledger
+            message_id._entry_id = entry
+            message_id._batch_index = index
+            message_id._batch_size = count
+            message_id.topic = topic
+            message_id.batch = delivery
+            append(message_id)
+        if delivery is not None:
+            untrack(ids, start)
     return ids
 
 
@@ -321,48 +326,34 @@ def batch_messages(entries: list[tuple[tuple, bytes]], batch_size: int, partitio
     producer_name, schema_version, event_time, first sequence id, the schema that decodes
     values or None, and maybe the ``_pulsar.EncryptionContext`` of an encrypted one). Entries the
     broker compacted out are left out; returns (messages, how many left out).
-    The consumer's hot path: objects are filled without their constructors, and leave the cycle
-    collector's view as they are made (nothing in them leads back to them: ``codec.untrack``)."""
+    The consumer's hot path: objects are filled without their constructors."""
     waiting: set[int] = set()
-    delivery = BatchDelivery(waiting)
+    ids = _batch_ids(partition, ledger, entry, batch_size, topic, BatchDelivery(waiting))
     messages: list[Message] = []
     append = messages.append
     add = waiting.add
     new = object.__new__
     skipped = 0
-    mark = 0  # (the messages before it, and their ids, are untracked)
-    ids: list[MessageId] = []
-    append_id = ids.append
+    mark = 0  # (messages before it are untracked: no cycle passes through them, see codec.untrack)
     for index, (single, body) in enumerate(entries):
         if single[3]:  # compacted_out
             skipped += 1
             continue
         add(index)
-        message_id = new(MessageId)
-        message_id._partition = partition
-        message_id._ledger_id = ledger
-        message_id._entry_id = entry
-        message_id._batch_index = index
-        message_id._batch_size = batch_size
-        message_id.topic = topic
-        message_id.batch = delivery
-        append_id(message_id)
         message = new(Message)
         message._data = body
-        message._message_id = message_id
+        message._message_id = ids[index]
         message._topic = topic
         message._single = single
         message._shared = shared
         append(message)
         if len(messages) - mark == UNTRACK_STRETCH:
-            untrack(ids, mark)
             untrack(messages, mark)
             mark += UNTRACK_STRETCH
-    untrack(ids, mark)
     untrack(messages, mark)
     return messages, skipped
 
 
 def batch_message_ids(entry_id: MessageId, count: int) -> list[MessageId]:
     """The ids of a batch's count messages, from the receipt's id of its entry."""
-    return _batch_ids(entry_id._partition, entry_id._ledger_id, entry_id._entry_id, count, entry_id.topic)
+    return _batch_ids(entry_id._partition, entry_id._ledger_id, entry_id._entry_id, count, entry_id.topic, None)
