@@ -287,9 +287,8 @@ class GeventBackend(Backend):
     def in_backend_context(self) -> bool:
         return self._thread_ident() == self._hub_thread
 
-    def may_call_inline(self) -> bool:
-        # (in_backend_context's test, without its call: every acknowledge() asks)
-        return self._thread_ident() == self._hub_thread
+    # (the same test, without in_backend_context()'s call from the base's: every acknowledge() asks)
+    may_call_inline = in_backend_context
 
     def may_wait(self) -> bool:
         # (a greenlet of the hub's thread; never the hub itself, where a wait would stop the loop)

@@ -14,7 +14,7 @@ import logging
 from time import monotonic as _monotonic
 
 from msgengine.fork import fork_generation
-from msgengine.primitives import NullLock
+from msgengine.primitives import lock_or_none
 
 from nsq import codec
 from nsq.errors import (
@@ -226,8 +226,7 @@ cdef class LaneAnswer:
 def lane_lock(backend):
     """The lock of a new lane on backend: None where the backend's lock does nothing
     (gevent's, when its checks are off), so that the lane does not call it."""
-    lock = backend.lock()
-    return None if type(lock) is NullLock else lock
+    return lock_or_none(backend.lock())
 
 
 cdef class TopicLane:

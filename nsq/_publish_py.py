@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from msgengine.correlator import Pending
 from msgengine.fork import fork_generation
-from msgengine.primitives import NullLock
+from msgengine.primitives import lock_or_none
 
 from nsq import codec
 from nsq.errors import (
@@ -330,5 +330,4 @@ class Publisher:
 def lane_lock(backend: Any) -> Any:
     """The lock of a new lane on backend: None where the backend's lock does nothing
     (gevent's, when its checks are off), so that the lane does not call it."""
-    lock = backend.lock()
-    return None if type(lock) is NullLock else lock
+    return lock_or_none(backend.lock())
