@@ -13,12 +13,12 @@ PULSAR_STAMP := $(or $(PULSAR_LIB_DIR),.pulsar-lib)/.pulsar-version
 
 .PHONY: install nsq pulsar wheel wheels test-pythons lint docs test test-unit demo bench bench-pulsar pynsq-corpus fuzz soak reliability clean
 
-$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx nsq/_publish.pyx pulsarfast/wire/_codec.pyx msgengine/_buffer.pxd Makefile
+$(STAMP): pyproject.toml setup.py requirements-dev.txt nsq/_frame.pyx nsq/_publish.pyx pulsarfast/wire/_codec.pyx msgengine/_sockio.pyx msgengine/_buffer.pxd Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet -e '.[spark]'
-	$(PY) -c "import nsq.codec as c, nsq.publishing as p, pulsarfast.wire.codec as w, sys; print('nsq codec:', c.IMPLEMENTATION, '- nsq publish path:', p.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or p.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython')"
+	$(PY) -c "import nsq.codec as c, nsq.publishing as p, pulsarfast.wire.codec as w, msgengine.sockio as s, sys; print('nsq codec:', c.IMPLEMENTATION, '- nsq publish path:', p.IMPLEMENTATION, '- pulsarfast wire:', w.IMPLEMENTATION, '- socket calls:', s.IMPLEMENTATION); sys.exit(c.IMPLEMENTATION != 'cython' or p.IMPLEMENTATION != 'cython' or w.IMPLEMENTATION != 'cython' or s.IMPLEMENTATION != 'cython')"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -180,4 +180,4 @@ reliability: install nsq pulsar
 	$(PY) soak/report.py write --dir $(RELIABILITY) --out docs/reliability.md
 
 clean:
-	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/_publish.c nsq/*.so pulsarfast/wire/_codec.c pulsarfast/*/*.so *.egg-info
+	rm -rf $(VENV) .bench-venvs build dist nsq/_frame.c nsq/_publish.c nsq/*.so pulsarfast/wire/_codec.c pulsarfast/*/*.so msgengine/_sockio.c msgengine/*.so *.egg-info

@@ -1,5 +1,6 @@
-# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/wire/_codec.pyx) and
-# nsq's blocking publish path (nsq/_publish.pyx, twin nsq/_publish_py.py)
+# Build script: compiles the Cython codecs (nsq/_frame.pyx, pulsarfast/wire/_codec.pyx),
+# nsq's blocking publish path (nsq/_publish.pyx, twin nsq/_publish_py.py) and the
+# socket calls that keep the GIL (msgengine/_sockio.pyx, twin msgengine/_sockio_py.py)
 # when a compiler is available, and installs the pure-Python package when it is
 # not, so that the twins (nsq/_frame_py.py, pulsarfast/wire/_codec_py.py) carry them.
 # Both codecs cimport the reassembly buffer of msgengine/_buffer.pxd (inline
@@ -15,6 +16,7 @@ PYX = {
     "nsq._frame": "nsq/_frame.pyx",
     "nsq._publish": "nsq/_publish.pyx",
     "pulsarfast.wire._codec": "pulsarfast/wire/_codec.pyx",
+    "msgengine._sockio": "msgengine/_sockio.pyx",
 }
 #: the Cython declarations both cimport (listed so that a change rebuilds them)
 PXD = ["msgengine/_buffer.pxd"]

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from msgengine.errors import EngineConfigError as ConfigError
 from msgengine.runtime import DEFAULT_READ_SIZE, monotonic, os_lock
+from msgengine.sockio import recv_nowait, send_nowait
 
 
 
@@ -65,7 +66,11 @@ class PlainStream(_OnSocket):
     """A TCP socket; recv() reuses one buffer and returns a view valid until the next call.
 
     The socket is an OS socket in blocking mode (threads) or a cooperative
-    one (gevent's, non-blocking underneath, waiting in the hub)."""
+    one (gevent's, non-blocking underneath, waiting in the hub). On an OS
+    socket, a read or a send first tries the call that does not wait and keeps
+    the GIL (``msgengine.sockio``), and only waits, letting the GIL go, when it
+    has to: under threads, every release of the GIL while other threads want it
+    costs the caller two context switches to get it back."""
 
     def __init__(self, sock: socket.socket, read_size: int = DEFAULT_READ_SIZE) -> None:
         super().__init__(sock)
@@ -103,10 +108,9 @@ class PlainStream(_OnSocket):
         """One read that waits at most ``timeout`` seconds: None when nothing came."""
         sock = self.sock
         if self._os_socket:
-            try:
-                return self._view[: sock.recv_into(self._buffer, 0, socket.MSG_DONTWAIT)]
-            except BlockingIOError:
-                pass
+            n = recv_nowait(sock, self._buffer)
+            if n >= 0:
+                return self._view[:n]
             if not self._poller.poll(max(1, math.ceil(timeout * 1000))):
                 return None
             return self._view[: sock.recv_into(self._buffer)]  # readable (or at its end): does not wait
@@ -119,11 +123,20 @@ class PlainStream(_OnSocket):
             sock.settimeout(None)
 
     def send(self, data: bytes) -> None:
-        send_all(self.sock, data)
+        sock = self.sock
+        if self._os_socket:
+            sent = send_nowait(sock, data)
+            if sent < len(data):
+                sock.sendall(memoryview(data)[sent:])
+        else:
+            send_all(sock, data)
 
     def recv(self) -> memoryview:
-        n = self.sock.recv_into(self._buffer)
-        return self._view[:n]
+        if self._os_socket:
+            n = recv_nowait(self.sock, self._buffer)
+            if n >= 0:
+                return self._view[:n]
+        return self._view[: self.sock.recv_into(self._buffer)]
 
     def recv_exact(self, size: int) -> bytes:
         """Read exactly size bytes (used while negotiating, so nothing is read ahead)."""
