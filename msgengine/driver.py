@@ -37,6 +37,7 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from msgengine.correlator import Pending
 from msgengine.errors import StreamClosedError
+from msgengine.primitives import lock_or_none
 from msgengine.runtime import Backend, monotonic
 
 logger = logging.getLogger(__name__)
@@ -265,8 +266,11 @@ class Driver(Generic[P]):
         if not self.callers_read:
             pending.event.wait()
             return
+        lock = lock_or_none(self.lock)  # (gevent's does nothing: not called on its hot path)
         while True:
-            with self.lock:
+            if lock is not None:
+                lock.acquire()
+            try:
                 self._callers_active = True
                 owner = self._read_owner
                 if owner is pending or (owner is None and not self.io_stopped and pending.result is None):
@@ -279,6 +283,9 @@ class Driver(Generic[P]):
                         return
                     if not self.io_stopped:  # (once closed, the close resolves every request: just wait)
                         self._followers.append(pending)
+            finally:
+                if lock is not None:
+                    lock.release()
             if lead:
                 self._lead(pending, deadline)
             else:

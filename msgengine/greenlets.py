@@ -152,6 +152,24 @@ class _GreenletWaiter:
             raise self._backend.describe_loop_exit(exc) from exc
 
 
+class _UncheckedGreenletWaiter(_GreenletWaiter):
+    """The waiter when the hub-thread checks are off: the same, without their calls
+    (a blocking publish makes one and goes through both of its methods)."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        if not self._is_set:
+            self._is_set = True
+            self._run_callback(self._waiter.switch, None)  # Waiter.switch must run in the hub
+
+    def wait(self) -> None:
+        try:
+            self._waiter.get()
+        except self._backend.loop_exit as exc:
+            raise self._backend.describe_loop_exit(exc) from exc
+
+
 class _CheckedNullLock(NullLock):
     """The gevent backend's no-op lock, checking that only the hub's thread enters."""
 
@@ -280,6 +298,9 @@ class GeventBackend(Backend):
         self._door = _HubDoor(self._hub.loop, gevent.spawn)
         if not self.checked:
             self.check_context = Backend.check_context.__get__(self)  # type: ignore[method-assign]
+        # waiter(): a new one-shot, made without a call of this class's in between (one per blocking publish)
+        self._waiter_type = _GreenletWaiter if self.checked else _UncheckedGreenletWaiter
+        self.waiter = functools.partial(self._waiter_type, self, self._hub, Waiter)  # type: ignore[method-assign]
         self._lock = _CheckedNullLock(self.check_context) if self.checked else NULL_LOCK
 
     # -- the hub's thread --------------------------------------------------------
@@ -373,8 +394,8 @@ class GeventBackend(Backend):
 
         return gevent.lock.Semaphore(1)
 
-    def waiter(self) -> "_GreenletWaiter":
-        return _GreenletWaiter(self, self._hub, self._waiter_cls)
+    def waiter(self) -> "_GreenletWaiter":  # (__init__ puts the same call, made cheaper, in its place)
+        return self._waiter_type(self, self._hub, self._waiter_cls)
 
     def queue(self) -> Any:
         self.check_context("queue()")  # a gevent Queue binds to the hub of the thread that makes it
