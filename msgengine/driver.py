@@ -82,6 +82,7 @@ class Driver(Generic[P]):
         self.name = name
         self.stream: Any = None
         self.lock = backend.lock()
+        self._await_lock = lock_or_none(self.lock)  # (await_answer's: None where it does nothing, gevent's)
         self.last_recv_timestamp = 0.0
         self.close_error: BaseException | None = None
         self._writing = False
@@ -106,6 +107,7 @@ class Driver(Generic[P]):
         """Run on backend instead (before any I/O: the primitives are made afresh)."""
         self.backend = backend
         self.lock = backend.lock()
+        self._await_lock = lock_or_none(self.lock)
         self._closed_event = backend.event()
         self._new_waiter = backend.waiter
 
@@ -266,7 +268,7 @@ class Driver(Generic[P]):
         if not self.callers_read:
             pending.event.wait()
             return
-        lock = lock_or_none(self.lock)  # (gevent's does nothing: not called on its hot path)
+        lock = self._await_lock
         while True:
             if lock is not None:
                 lock.acquire()
@@ -488,6 +490,7 @@ class Driver(Generic[P]):
         self.close_error = error
         self._stop_watchdog_quietly()
         self.lock = self.backend.lock()  # it may have been held by a thread that does not exist here
+        self._await_lock = lock_or_none(self.lock)
         self._writing = False
         waiting = self.protocol.close()
         stream, self.stream = self.stream, None
