@@ -300,7 +300,7 @@ class GeventBackend(Backend):
             self.check_context = Backend.check_context.__get__(self)  # type: ignore[method-assign]
         # waiter(): a new one-shot, made without a call of this class's in between (one per blocking publish)
         self._waiter_type = _GreenletWaiter if self.checked else _UncheckedGreenletWaiter
-        self.waiter = functools.partial(self._waiter_type, self, self._hub, Waiter)  # type: ignore[method-assign]
+        self.waiter = functools.partial(self._waiter_type, self, self._hub, self._waiter_cls)  # type: ignore[method-assign]
         self._lock = _CheckedNullLock(self.check_context) if self.checked else NULL_LOCK
 
     # -- the hub's thread --------------------------------------------------------

@@ -14,19 +14,14 @@ import pytest
 import msgengine.sockio as sockio_module
 from msgengine.transport import PlainStream
 
+from tests.support.twins import twin
+
 WAIT = 10.0
 
 
 @pytest.fixture(params=["python", "cython"])
 def sockio(request):
-    if request.param == "python":
-        return sockio_module.python_impl
-    if sockio_module.compiled_impl is None:
-        reason = "compiled msgengine._sockio is not importable: %s" % sockio_module.compiled_import_error
-        if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return sockio_module.compiled_impl
+    return twin(sockio_module, "msgengine._sockio", request.param)
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from msgengine.twins import PURE_PYTHON_ALIASES, PURE_PYTHON_ENV
 from nsq import codec as codec_module
 from nsq.errors import InvalidArgumentError, InvalidBodyError, ProtocolError
 
+from tests.support.twins import twin
+
 BROKEN = "decoder is unusable after a protocol error"
 MID = b"0123456789abcdef"
 MODES = ("whole", "bytes", "random")
@@ -24,14 +26,7 @@ MODES = ("whole", "bytes", "random")
 
 @pytest.fixture(params=["python", "cython"])
 def codec(request):
-    if request.param == "python":
-        return codec_module.python_impl
-    if codec_module.compiled_impl is None:
-        reason = "compiled nsq._frame is not importable: %s" % codec_module.compiled_import_error
-        if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return codec_module.compiled_impl
+    return twin(codec_module, "nsq._frame", request.param)
 
 
 def frame(frame_type: int, data: bytes) -> bytes:

@@ -2,7 +2,6 @@
 # (nsq._frame_py) must give identical results, errors included, on any input.
 from __future__ import annotations
 
-import os
 import struct
 
 import pytest
@@ -11,13 +10,10 @@ from hypothesis import strategies as st
 
 from nsq import codec as codec_module
 
+from tests.support.twins import compiled_or_skip
+
 py = codec_module.python_impl
-cy = codec_module.compiled_impl
-if cy is None:
-    _reason = "compiled nsq._frame is not importable: %s" % codec_module.compiled_import_error
-    if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
-        pytest.fail(_reason, pytrace=False)
-    pytest.skip(_reason, allow_module_level=True)
+cy = compiled_or_skip(codec_module, "nsq._frame", module_level=True)
 
 pytestmark = pytest.mark.timeout(60)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

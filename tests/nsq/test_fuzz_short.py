@@ -12,11 +12,9 @@ import pytest
 
 from nsq import codec
 
-if codec.compiled_impl is None:
-    _reason = "compiled nsq._frame is not importable: %s" % codec.compiled_import_error
-    if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
-        pytest.fail(_reason, pytrace=False)
-    pytest.skip(_reason, allow_module_level=True)
+from tests.support.twins import compiled_or_skip
+
+compiled_or_skip(codec, "nsq._frame", module_level=True)
 
 from tests.support.servers import REPO_ROOT  # noqa: E402
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import struct
 
 import pytest
@@ -29,6 +28,8 @@ from nsq.errors import (
 )
 from nsq.sansio import NsqProtocol, Ready, ResponseReceived, ErrorReceived
 
+from tests.support.twins import twin
+
 pytestmark = pytest.mark.pure
 
 RESPONSE, ERROR = 0, 1
@@ -37,14 +38,7 @@ TOPIC = "twins"
 
 @pytest.fixture(params=["python", "cython"])
 def impl(request):
-    if request.param == "python":
-        return publishing.python_impl
-    if publishing.compiled_impl is None:
-        reason = "compiled nsq._publish is not importable: %s" % publishing.compiled_import_error
-        if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return publishing.compiled_impl
+    return twin(publishing, "nsq._publish", request.param)
 
 
 def both():

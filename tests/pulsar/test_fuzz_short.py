@@ -14,11 +14,9 @@ import pytest
 from pulsarfast.base.results import ProtocolError
 from pulsarfast.wire import codec, proto
 
-if codec.compiled_impl is None:
-    _reason = "compiled pulsarfast.wire._codec is not importable: %s" % codec.compiled_import_error
-    if os.environ.get("NSQ_REQUIRE_COMPILED") == "1":
-        pytest.fail(_reason, pytrace=False)
-    pytest.skip(_reason, allow_module_level=True)
+from tests.support.twins import compiled_or_skip
+
+compiled_or_skip(codec, "pulsarfast.wire._codec", module_level=True)
 
 from tests.support.servers import REPO_ROOT  # noqa: E402
 
